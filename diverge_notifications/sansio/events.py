@@ -1,0 +1,140 @@
+"""The events a notification path produces, and the ``NEED_DATA`` marker.
+
+Each path produces, in order: :class:`StreamOpened`; any number of
+:class:`NotificationReceived` and :class:`MessageRejected`; exactly one
+terminal event (:class:`StreamErrored`, :class:`NotServed`,
+:class:`StreamEnded` or :class:`StreamBroken`); then exactly one
+:class:`ReaskNeeded`. A one-shot exchange (kinds 0-3) produces
+:class:`ResultReceived` then :class:`StreamEnded`, or one other terminal
+event, and no :class:`ReaskNeeded`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Final, Literal
+
+import attrs
+
+from ._errors import FrameError
+from .mcp import ErrorData, Notification, NotificationKind
+
+__all__ = [
+    "NEED_DATA",
+    "TERMINAL_EVENTS",
+    "Event",
+    "MessageRejected",
+    "NeedData",
+    "NotServed",
+    "NotificationReceived",
+    "ReaskNeeded",
+    "ResultReceived",
+    "StreamBroken",
+    "StreamEnded",
+    "StreamErrored",
+    "StreamOpened",
+    "TerminalEvent",
+]
+
+
+class NeedData(enum.Enum):
+    """The type of :data:`NEED_DATA`."""
+
+    NEED_DATA = "NEED_DATA"
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+#: Returned by ``next_event()`` when no event can be produced until more
+#: bytes (or end of file) are received.
+NEED_DATA: Final = NeedData.NEED_DATA
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """Base class of every event."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamOpened(Event):
+    """The server accepted the ask; the path is open on ``channel``."""
+
+    channel: str
+
+
+@attrs.frozen(kw_only=True)
+class NotificationReceived(Event):
+    """One notification arrived, exactly as the server sent it."""
+
+    notification: Notification
+
+    @property
+    def kind(self) -> NotificationKind:
+        """The notification's kind (a shortcut)."""
+        return self.notification.kind
+
+
+@attrs.frozen(kw_only=True)
+class MessageRejected(Event):
+    """One message did not decode; the path goes on.
+
+    ``payload`` is the whole message as received (tag byte included), so
+    nothing is lost; ``error`` says why it was rejected.
+    """
+
+    error: FrameError
+    payload: bytes = attrs.field(repr=lambda payload: f"<{len(payload)} bytes>")
+
+
+@attrs.frozen(kw_only=True)
+class ResultReceived(Event):
+    """The answer of a one-shot exchange (kinds 0-3): the result object."""
+
+    result: Any
+    raw: bytes = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class StreamErrored(Event):
+    """Terminal: the server's error message; nothing follows it."""
+
+    error: ErrorData
+
+
+@attrs.frozen(kw_only=True)
+class NotServed(Event):
+    """Terminal: the ask was not served.
+
+    Either a clean end with no message before it (``status`` is the
+    answer's 2xx status, or ``None`` at payload level), or a non-2xx
+    answer (``status`` is that status). ``reason`` is for people.
+    """
+
+    status: int | None
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class StreamEnded(Event):
+    """Terminal: a clean end after one or more messages."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamBroken(Event):
+    """Terminal: an abrupt end or a violation; ``reason`` says which, for people."""
+
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class ReaskNeeded(Event):
+    """The path is over: ask for notifications again (after the policy's delay)."""
+
+
+TerminalEvent = StreamErrored | NotServed | StreamEnded | StreamBroken
+#: The four terminal event classes.
+TERMINAL_EVENTS: Final = (StreamErrored, NotServed, StreamEnded, StreamBroken)
+
+#: What ``next_event()`` returns.
+EventOrNeedData = Event | Literal[NeedData.NEED_DATA]

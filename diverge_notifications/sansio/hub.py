@@ -1,0 +1,13 @@
+"""Placeholder: the hub (being written)."""
+
+
+class Hub:
+    pass
+
+
+class Interest:
+    pass
+
+
+class Subscriber:
+    pass

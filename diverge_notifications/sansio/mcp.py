@@ -1,0 +1,591 @@
+"""The MCP side of the channel: notifications, errors and log levels.
+
+A :class:`Notification` is a JSON object ``{"method": str, "params"?: object,
+...}`` kept *losslessly*: every member as received (``jsonrpc``, ``_meta``,
+members this library has never heard of), in the order received, and the
+exact bytes it came from, so that a relay forwards what it was given.
+
+Classification follows the Rust peer (rmcp): a notification is one of the
+known kinds when its ``method`` is a known one *and* its params fit that
+kind's shape; otherwise it is :attr:`NotificationKind.CUSTOM`. A known
+method with unfitting params is never a failure. The hard failures, which
+make a message undecodable, are listed on :meth:`Notification.from_bytes`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from ._errors import FrameError, FrameErrorReason
+from ._json import JsonError, canonical_bytes, dumps, parse
+
+__all__ = [
+    "Cancelled",
+    "ElicitationComplete",
+    "ErrorCode",
+    "ErrorData",
+    "ListChanged",
+    "LogLevel",
+    "LogMessage",
+    "Notification",
+    "NotificationKind",
+    "NotificationView",
+    "Progress",
+    "ResourceUpdated",
+    "SubscriptionsAcknowledged",
+    "TaskStatus",
+]
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
+
+
+class NotificationKind(enum.Enum):
+    """What a notification is, decided by its ``method`` and the fit of its params.
+
+    The value is the member name in lower case, which is how the command
+    line prints a kind.
+    """
+
+    CANCELLED = "cancelled"
+    PROGRESS = "progress"
+    LOGGING_MESSAGE = "logging_message"
+    RESOURCE_UPDATED = "resource_updated"
+    RESOURCE_LIST_CHANGED = "resource_list_changed"
+    TOOL_LIST_CHANGED = "tool_list_changed"
+    PROMPT_LIST_CHANGED = "prompt_list_changed"
+    ELICITATION_COMPLETE = "elicitation_complete"
+    TASK_STATUS = "task_status"
+    SUBSCRIPTIONS_ACKNOWLEDGED = "subscriptions_acknowledged"
+    CUSTOM = "custom"
+
+
+#: Every method a known kind answers to, across MCP 2024-11-05 … 2026-07-28
+#: and rmcp 3.x (which spells the task notification ``notifications/tasks``).
+METHODS: Final[Mapping[str, NotificationKind]] = {
+    "notifications/cancelled": NotificationKind.CANCELLED,
+    "notifications/progress": NotificationKind.PROGRESS,
+    "notifications/message": NotificationKind.LOGGING_MESSAGE,
+    "notifications/resources/updated": NotificationKind.RESOURCE_UPDATED,
+    "notifications/resources/list_changed": NotificationKind.RESOURCE_LIST_CHANGED,
+    "notifications/tools/list_changed": NotificationKind.TOOL_LIST_CHANGED,
+    "notifications/prompts/list_changed": NotificationKind.PROMPT_LIST_CHANGED,
+    "notifications/elicitation/complete": NotificationKind.ELICITATION_COMPLETE,
+    "notifications/tasks/status": NotificationKind.TASK_STATUS,
+    "notifications/tasks": NotificationKind.TASK_STATUS,
+    "notifications/subscriptions/acknowledged": NotificationKind.SUBSCRIPTIONS_ACKNOWLEDGED,
+}
+
+
+class LogLevel(enum.IntEnum):
+    """The eight RFC 5424 severities, ordered from least to most severe.
+
+    On the wire a level is its lower-case name, matched case-sensitively
+    (``"INFO"`` is not a level).
+    """
+
+    DEBUG = 0
+    INFO = 1
+    NOTICE = 2
+    WARNING = 3
+    ERROR = 4
+    CRITICAL = 5
+    ALERT = 6
+    EMERGENCY = 7
+
+    @property
+    def wire(self) -> str:
+        """The level as written in JSON, e.g. ``"warning"``."""
+        return self.name.lower()
+
+    @classmethod
+    def from_wire(cls, value: object) -> LogLevel | None:
+        """The level named exactly ``value``, or ``None`` if it names none."""
+        if isinstance(value, str):
+            return _LEVELS_BY_WIRE.get(value)
+        return None
+
+
+_LEVELS_BY_WIRE: Final[Mapping[str, LogLevel]] = {level.wire: level for level in LogLevel}
+
+#: The statuses MCP defines for a task.
+TASK_STATUSES: Final = frozenset({"working", "input_required", "completed", "failed", "cancelled"})
+
+
+class ErrorCode(enum.IntEnum):
+    """The well-known JSON-RPC and MCP error codes."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    RESOURCE_NOT_FOUND = -32002
+
+
+# --- typed views -----------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Cancelled:
+    """``notifications/cancelled``: a request the server gave up on."""
+
+    request_id: int | str | None
+    reason: str | None
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """``notifications/progress``: how far along a request is."""
+
+    token: int | str
+    progress: int | float
+    total: int | float | None
+    message: str | None
+
+
+@attrs.frozen(kw_only=True)
+class LogMessage:
+    """``notifications/message``: one log record."""
+
+    level: LogLevel
+    logger: str | None
+    data: Any
+
+
+@attrs.frozen(kw_only=True)
+class ResourceUpdated:
+    """``notifications/resources/updated``: the resource at ``uri`` changed."""
+
+    uri: str
+
+
+@attrs.frozen(kw_only=True)
+class ListChanged:
+    """One of the three ``…/list_changed`` notifications; ``kind`` says which."""
+
+    kind: NotificationKind
+
+
+@attrs.frozen(kw_only=True)
+class ElicitationComplete:
+    """``notifications/elicitation/complete``: an out-of-band elicitation finished."""
+
+    elicitation_id: str
+
+
+@attrs.frozen(kw_only=True)
+class TaskStatus:
+    """``notifications/tasks/status`` (or rmcp's ``notifications/tasks``)."""
+
+    task_id: str
+    status: str
+    status_message: str | None
+
+
+@attrs.frozen(kw_only=True)
+class SubscriptionsAcknowledged:
+    """``notifications/subscriptions/acknowledged``: what a listen request was granted.
+
+    ``notifications`` is the ``SubscriptionFilter`` object as sent.
+    """
+
+    notifications: Mapping[str, Any]
+
+
+NotificationView = (
+    Cancelled
+    | Progress
+    | LogMessage
+    | ResourceUpdated
+    | ListChanged
+    | ElicitationComplete
+    | TaskStatus
+    | SubscriptionsAcknowledged
+)
+
+
+def _is_int(value: object, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _is_number(value: object) -> bool:
+    return type(value) is int or type(value) is float
+
+
+def _optional_str(params: Mapping[str, Any], key: str) -> tuple[bool, str | None]:
+    value = params.get(key)
+    if value is None or isinstance(value, str):
+        return True, value
+    return False, None
+
+
+def _optional_number(params: Mapping[str, Any], key: str) -> tuple[bool, int | float | None]:
+    value = params.get(key)
+    if value is None or _is_number(value):
+        return True, value
+    return False, None
+
+
+def _view_of(kind: NotificationKind, params: Any) -> NotificationView | None:
+    """The typed view of ``params`` for ``kind``, or ``None`` if they do not fit."""
+    if kind in (
+        NotificationKind.RESOURCE_LIST_CHANGED,
+        NotificationKind.TOOL_LIST_CHANGED,
+        NotificationKind.PROMPT_LIST_CHANGED,
+    ):
+        # No params needed: absent, null, {} and {"_meta": …} all fit.
+        return ListChanged(kind=kind)
+    if not isinstance(params, dict):
+        return None
+    if kind is NotificationKind.PROGRESS:
+        token = params.get("progressToken")
+        progress = params.get("progress")
+        if not (_is_int(token, _INT64_MIN, _INT64_MAX) or isinstance(token, str)):
+            return None
+        if not _is_number(progress):
+            return None
+        assert isinstance(token, (int, str)) and isinstance(progress, (int, float))
+        total_ok, total = _optional_number(params, "total")
+        message_ok, message = _optional_str(params, "message")
+        if not (total_ok and message_ok):
+            return None
+        return Progress(token=token, progress=progress, total=total, message=message)
+    if kind is NotificationKind.LOGGING_MESSAGE:
+        level = LogLevel.from_wire(params.get("level"))
+        logger_ok, logger = _optional_str(params, "logger")
+        if level is None or not logger_ok or "data" not in params:
+            return None
+        return LogMessage(level=level, logger=logger, data=params["data"])
+    if kind is NotificationKind.RESOURCE_UPDATED:
+        uri = params.get("uri")
+        return ResourceUpdated(uri=uri) if isinstance(uri, str) else None
+    if kind is NotificationKind.CANCELLED:
+        request_id = params.get("requestId")
+        if not (
+            request_id is None
+            or isinstance(request_id, str)
+            or _is_int(request_id, _INT64_MIN, _INT64_MAX)
+        ):
+            return None
+        reason_ok, reason = _optional_str(params, "reason")
+        return Cancelled(request_id=request_id, reason=reason) if reason_ok else None
+    if kind is NotificationKind.ELICITATION_COMPLETE:
+        elicitation_id = params.get("elicitationId")
+        if isinstance(elicitation_id, str):
+            return ElicitationComplete(elicitation_id=elicitation_id)
+        return None
+    if kind is NotificationKind.TASK_STATUS:
+        task_id = params.get("taskId")
+        status = params.get("status")
+        message_ok, status_message = _optional_str(params, "statusMessage")
+        if isinstance(task_id, str) and status in TASK_STATUSES and message_ok:
+            return TaskStatus(task_id=task_id, status=status, status_message=status_message)
+        return None
+    if kind is NotificationKind.SUBSCRIPTIONS_ACKNOWLEDGED:
+        granted = params.get("notifications")
+        if isinstance(granted, dict):
+            return SubscriptionsAcknowledged(notifications=granted)
+        return None
+    return None  # pragma: no cover - every kind is handled above
+
+
+def _body_error(detail: str, tag: int) -> FrameError:
+    return FrameError(FrameErrorReason.BODY, detail, tag=tag)
+
+
+_NOT_CLASSIFIED: Final = object()
+
+
+class Notification:
+    """One MCP notification, kept exactly as it was sent.
+
+    Build one from Python values with ``Notification(method, params)``, or
+    decode one with :meth:`from_bytes` / :meth:`from_json`. Instances are
+    immutable by contract: do not mutate :attr:`members` or :attr:`params`.
+
+    Equality and hashing compare the JSON *value* (object member order and
+    insignificant whitespace do not matter; ``1``, ``1.0`` and ``true`` are
+    all different), while :meth:`to_bytes` preserves the exact bytes a
+    decoded notification came from.
+    """
+
+    __slots__ = ("_canonical", "_members", "_raw", "_view")
+
+    _members: dict[str, Any]
+    _raw: bytes | None
+    _view: object
+    _canonical: bytes | None
+
+    def __init__(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        jsonrpc: str | None = "2.0",
+    ) -> None:
+        """Build a notification from Python values.
+
+        The result is ``{"jsonrpc": "2.0", "method": …, "params": {…}}``:
+        ``jsonrpc`` is written because a JSON-RPC MCP peer requires it and
+        the Rust peer ignores it (pass ``jsonrpc=None`` to leave it out);
+        ``params`` is left out when it is ``None`` and no ``meta`` is given;
+        ``meta`` becomes ``params["_meta"]``. Values must be JSON-encodable
+        (no ``NaN``, no sets): ``ValueError`` or ``TypeError`` otherwise.
+        """
+        if not isinstance(method, str):
+            raise TypeError(f"method must be a str, not {type(method).__name__}")
+        members: dict[str, Any] = {}
+        if jsonrpc is not None:
+            members["jsonrpc"] = jsonrpc
+        members["method"] = method
+        if params is not None or meta is not None:
+            if params is not None and not isinstance(params, Mapping):
+                raise TypeError(f"params must be a mapping, not {type(params).__name__}")
+            built = dict(params or {})
+            if meta is not None:
+                built["_meta"] = dict(meta)
+            members["params"] = built
+        raw = dumps(members)  # validates the values now, not at send time
+        self._set(parse(raw), raw)
+
+    def _set(self, members: dict[str, Any], raw: bytes | None) -> None:
+        self._members = members
+        self._raw = raw
+        self._view = _NOT_CLASSIFIED
+        self._canonical = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> Notification:
+        """Decode one notification from its JSON bytes, keeping those bytes.
+
+        Raises :class:`FrameError` (reason ``BODY``) when the bytes are not
+        strict UTF-8 JSON (see :mod:`._json`), not an object, have no string
+        ``method``, or have ``params`` that is neither an object nor null.
+        """
+        raw = bytes(data)
+        try:
+            members = parse(raw)
+        except JsonError as error:
+            raise _body_error(f"notification is not valid JSON: {error}", 0) from None
+        return cls._from_members(members, raw)
+
+    @classmethod
+    def from_json(cls, value: str | Mapping[str, Any]) -> Notification:
+        """Decode a notification from a JSON text or an already-parsed object.
+
+        Takes the same checks as :meth:`from_bytes`. A mapping is copied
+        through JSON, so later changes to it do not reach the notification.
+        """
+        if isinstance(value, str):
+            return cls.from_bytes(value.encode("utf-8", "surrogatepass"))
+        if not isinstance(value, Mapping):
+            raise _body_error(f"notification must be a JSON object, not {type(value).__name__}", 0)
+        try:
+            raw = dumps(dict(value))
+        except (TypeError, ValueError) as error:
+            raise _body_error(f"notification is not JSON-encodable: {error}", 0) from None
+        return cls._from_members(parse(raw), raw)
+
+    @classmethod
+    def _from_members(cls, members: Any, raw: bytes) -> Notification:
+        if not isinstance(members, dict):
+            raise _body_error(f"notification must be a JSON object, not {_json_type(members)}", 0)
+        method = members.get("method", _NOT_CLASSIFIED)
+        if method is _NOT_CLASSIFIED:
+            raise _body_error('notification has no "method" member', 0)
+        if not isinstance(method, str):
+            raise _body_error(
+                f'notification "method" must be a string, not {_json_type(method)}', 0
+            )
+        params = members.get("params")
+        if params is not None and not isinstance(params, dict):
+            raise _body_error(
+                f'notification "params" must be an object or null, not {_json_type(params)}', 0
+            )
+        self = cls.__new__(cls)
+        self._set(members, raw)
+        return self
+
+    # --- reading -------------------------------------------------------
+
+    @property
+    def method(self) -> str:
+        """The ``method`` member."""
+        method: str = self._members["method"]
+        return method
+
+    @property
+    def params(self) -> dict[str, Any] | None:
+        """The ``params`` object, or ``None`` when absent or null."""
+        params: dict[str, Any] | None = self._members.get("params")
+        return params
+
+    @property
+    def meta(self) -> dict[str, Any] | None:
+        """``params._meta`` when it is an object, else ``None``."""
+        params = self.params
+        meta = params.get("_meta") if params is not None else None
+        return meta if isinstance(meta, dict) else None
+
+    @property
+    def members(self) -> dict[str, Any]:
+        """The whole JSON object, every member in the order received."""
+        return self._members
+
+    @property
+    def view(self) -> NotificationView | None:
+        """The typed view for a known kind, or ``None`` for a custom notification."""
+        view = self._view
+        if view is _NOT_CLASSIFIED:
+            kind = METHODS.get(self.method)
+            view = None if kind is None else _view_of(kind, self._members.get("params"))
+            self._view = view
+        return view  # type: ignore[return-value]
+
+    @property
+    def kind(self) -> NotificationKind:
+        """The kind; :attr:`NotificationKind.CUSTOM` for unknown or unfitting ones."""
+        view = self.view
+        if view is None:
+            return NotificationKind.CUSTOM
+        if isinstance(view, ListChanged):
+            return view.kind
+        return _KIND_BY_VIEW[type(view)]
+
+    # --- writing -------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """The notification as UTF-8 JSON: the received bytes, unchanged, if decoded."""
+        raw = self._raw
+        if raw is None:  # pragma: no cover - every constructor sets it
+            raw = self._raw = dumps(self._members)
+        return raw
+
+    def to_json(self) -> str:
+        """The notification as a JSON text; see :meth:`to_bytes`."""
+        return self.to_bytes().decode("utf-8")
+
+    # --- identity ------------------------------------------------------
+
+    def _canonical_bytes(self) -> bytes:
+        canonical = self._canonical
+        if canonical is None:
+            canonical = self._canonical = canonical_bytes(self._members)
+        return canonical
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Notification):
+            return NotImplemented
+        return self._canonical_bytes() == other._canonical_bytes()
+
+    def __hash__(self) -> int:
+        return hash(self._canonical_bytes())
+
+    def __repr__(self) -> str:
+        text = self.to_json()
+        if len(text) > 200:
+            text = text[:197] + "..."
+        return f"Notification({self.kind.name}, {text})"
+
+
+_KIND_BY_VIEW: Final[Mapping[type, NotificationKind]] = {
+    Cancelled: NotificationKind.CANCELLED,
+    Progress: NotificationKind.PROGRESS,
+    LogMessage: NotificationKind.LOGGING_MESSAGE,
+    ResourceUpdated: NotificationKind.RESOURCE_UPDATED,
+    ElicitationComplete: NotificationKind.ELICITATION_COMPLETE,
+    TaskStatus: NotificationKind.TASK_STATUS,
+    SubscriptionsAcknowledged: NotificationKind.SUBSCRIPTIONS_ACKNOWLEDGED,
+}
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+@attrs.frozen(kw_only=True)
+class ErrorData:
+    """A JSON-RPC error: why a path stopped (``{code, message, data?}``).
+
+    ``code`` is an int32 and ``message`` a string; ``data`` is any JSON
+    value, ``None`` when absent (as in rmcp, an explicit ``null`` and an
+    absent ``data`` are the same). A decoded error keeps its bytes
+    (``raw``, not compared) so that re-encoding it is exact.
+    """
+
+    code: int = attrs.field()
+    message: str = attrs.field()
+    data: Any = None
+    _raw: bytes | None = attrs.field(default=None, eq=False, repr=False, alias="raw")
+
+    @code.validator
+    def _check_code(self, _attribute: object, value: object) -> None:
+        if not _is_int(value, _INT32_MIN, _INT32_MAX):
+            raise ValueError(f"error code must be an int32, not {value!r}")
+
+    @message.validator
+    def _check_message(self, _attribute: object, value: object) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"error message must be a str, not {type(value).__name__}")
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> ErrorData:
+        """Decode an error from its JSON bytes; :class:`FrameError` (``BODY``) if it is not one."""
+        raw = bytes(data)
+        try:
+            members = parse(raw)
+        except JsonError as error:
+            raise _body_error(f"error is not valid JSON: {error}", 1) from None
+        if not isinstance(members, dict):
+            raise _body_error(f"error must be a JSON object, not {_json_type(members)}", 1)
+        code = members.get("code")
+        if not _is_int(code, _INT32_MIN, _INT32_MAX):
+            raise _body_error(f'error "code" must be an int32, not {_describe(code)}', 1)
+        assert isinstance(code, int)
+        message = members.get("message")
+        if not isinstance(message, str):
+            raise _body_error(f'error "message" must be a string, not {_describe(message)}', 1)
+        return cls(code=code, message=message, data=members.get("data"), raw=raw)
+
+    def to_bytes(self) -> bytes:
+        """The error as UTF-8 JSON: the received bytes, unchanged, if decoded."""
+        if self._raw is not None:
+            return self._raw
+        members: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            members["data"] = self.data
+        return dumps(members)
+
+    @property
+    def well_known(self) -> ErrorCode | None:
+        """The :class:`ErrorCode` for :attr:`code`, if it is a well-known one."""
+        try:
+            return ErrorCode(self.code)
+        except ValueError:
+            return None
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "missing or null"
+    if type(value) is int:
+        return "an integer outside the int32 range"
+    return _json_type(value)

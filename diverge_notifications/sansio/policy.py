@@ -1,0 +1,13 @@
+"""Placeholder: the proxy policy (being written)."""
+
+
+class AttemptsExhausted:
+    pass
+
+
+class Backoff:
+    pass
+
+
+class ProxyPolicy:
+    pass

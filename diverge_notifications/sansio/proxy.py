@@ -1,0 +1,9 @@
+"""Placeholder: the proxy connection (being written)."""
+
+
+class ProxyConnection:
+    pass
+
+
+class ExchangeConnection:
+    pass

@@ -1,0 +1,242 @@
+"""The sequence machine: a path's messages, finish and loss in; events out.
+
+This is the part of the proxy side that knows the profile rules (DESIGN §5)
+and nothing about bytes on a socket. :class:`ProxyConnection` drives it from
+HTTP; the container protocol, which has no byte transport of its own in the
+seeds, drives it directly at payload level with :meth:`receive_payload`,
+:meth:`receive_finish` and :meth:`connection_lost`.
+
+The rules live in one table, :data:`TRANSITIONS`, keyed by profile, state
+and input; the documentation's state diagram is generated from it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Mapping
+from typing import Final
+
+from ._errors import FrameError, LocalProtocolError
+from .events import (
+    NEED_DATA,
+    Event,
+    EventOrNeedData,
+    MessageRejected,
+    NotificationReceived,
+    NotServed,
+    ReaskNeeded,
+    StreamBroken,
+    StreamEnded,
+    StreamErrored,
+    StreamOpened,
+)
+from .mcp import ErrorData, Notification
+from .messages import decode_message
+
+__all__ = ["TRANSITIONS", "Input", "Outcome", "PathState", "Profile", "SequenceMachine"]
+
+
+class Profile(enum.Enum):
+    """Which sequence rules a path follows."""
+
+    #: Seed 000: ``[0]*`` then at most one ``[1]``, then the end.
+    PROVIDER = "provider"
+    #: Seeds 001/003: ``[0]*`` and no finish while the connection lives, or
+    #: exactly one ``[1]`` before any ``[0]``, then the finish.
+    CONTAINER = "container"
+
+
+class PathState(enum.Enum):
+    """Where a path is."""
+
+    #: Open, no message yet (keep-alives do not count).
+    EMPTY = "empty"
+    #: Open, one or more messages received.
+    RECEIVING = "receiving"
+    #: A terminal event was produced; whatever arrives now is discarded.
+    DONE = "done"
+
+
+class Input(enum.Enum):
+    """What can happen to a path."""
+
+    NOTIFICATION = "notification"
+    REJECTED = "undecodable message"
+    ERROR = "error"
+    FINISH = "clean end"
+    LOST = "connection lost"
+
+
+class Outcome(enum.Enum):
+    """The event a transition produces."""
+
+    NOTIFICATION = "NotificationReceived"
+    REJECTED = "MessageRejected"
+    ERRORED = "StreamErrored"
+    NOT_SERVED = "NotServed"
+    ENDED = "StreamEnded"
+    VIOLATION = "StreamBroken (violation)"
+    BROKEN = "StreamBroken"
+
+
+_P, _C = Profile.PROVIDER, Profile.CONTAINER
+_E, _R, _D = PathState.EMPTY, PathState.RECEIVING, PathState.DONE
+
+#: (profile, state, input) -> (next state, outcome). Inputs in ``DONE`` are
+#: discarded and are not in the table.
+TRANSITIONS: Final[Mapping[tuple[Profile, PathState, Input], tuple[PathState, Outcome]]] = {
+    # provider: [0]* then at most one [1], then the end
+    (_P, _E, Input.NOTIFICATION): (_R, Outcome.NOTIFICATION),
+    (_P, _E, Input.REJECTED): (_R, Outcome.REJECTED),
+    (_P, _E, Input.ERROR): (_D, Outcome.ERRORED),
+    (_P, _E, Input.FINISH): (_D, Outcome.NOT_SERVED),
+    (_P, _E, Input.LOST): (_D, Outcome.BROKEN),
+    (_P, _R, Input.NOTIFICATION): (_R, Outcome.NOTIFICATION),
+    (_P, _R, Input.REJECTED): (_R, Outcome.REJECTED),
+    (_P, _R, Input.ERROR): (_D, Outcome.ERRORED),
+    (_P, _R, Input.FINISH): (_D, Outcome.ENDED),
+    (_P, _R, Input.LOST): (_D, Outcome.BROKEN),
+    # container: [0]* with no finish, or one [1] first and then the finish
+    (_C, _E, Input.NOTIFICATION): (_R, Outcome.NOTIFICATION),
+    (_C, _E, Input.REJECTED): (_R, Outcome.REJECTED),
+    (_C, _E, Input.ERROR): (_D, Outcome.ERRORED),
+    (_C, _E, Input.FINISH): (_D, Outcome.NOT_SERVED),
+    (_C, _E, Input.LOST): (_D, Outcome.BROKEN),
+    (_C, _R, Input.NOTIFICATION): (_R, Outcome.NOTIFICATION),
+    (_C, _R, Input.REJECTED): (_R, Outcome.REJECTED),
+    (_C, _R, Input.ERROR): (_D, Outcome.VIOLATION),
+    (_C, _R, Input.FINISH): (_D, Outcome.VIOLATION),
+    (_C, _R, Input.LOST): (_D, Outcome.BROKEN),
+}
+
+_VIOLATIONS: Final = {
+    Input.ERROR: "an error after a notification violates the container profile",
+    Input.FINISH: "a finish after notifications violates the container profile",
+}
+
+
+class SequenceMachine:
+    """Applies a profile's rules to one path's messages.
+
+    Feed it with :meth:`receive_payload` (one message, ``[tag][JSON]``),
+    :meth:`receive_finish` (the clean end) and :meth:`connection_lost` (the
+    abrupt end); read events with :meth:`next_event`. Exactly one terminal
+    event is produced, followed by one :class:`ReaskNeeded` when
+    ``reask`` is true (the default). Whatever arrives after the terminal
+    event is discarded.
+
+    :meth:`open` announces the path (``StreamOpened``); a caller at payload
+    level that does not need that event may skip it.
+    """
+
+    __slots__ = ("_events", "_lost", "_messages", "_profile", "_reask", "_state")
+
+    def __init__(self, profile: Profile = Profile.PROVIDER, *, reask: bool = True) -> None:
+        self._profile = Profile(profile)
+        self._reask = reask
+        self._state = PathState.EMPTY
+        self._events: deque[Event] = deque()
+        self._lost = False
+        self._messages = 0
+
+    @property
+    def profile(self) -> Profile:
+        """The profile in force."""
+        return self._profile
+
+    @property
+    def state(self) -> PathState:
+        """The path's state."""
+        return self._state
+
+    @property
+    def messages(self) -> int:
+        """How many messages (decodable or not) the path delivered."""
+        return self._messages
+
+    def open(self, channel: str) -> None:
+        """Queue :class:`StreamOpened` for ``channel``."""
+        if self._state is not PathState.EMPTY or self._messages:
+            raise LocalProtocolError("a path is opened before anything arrives on it")
+        self._events.append(StreamOpened(channel=channel))
+
+    def receive_payload(self, payload: bytes) -> None:
+        """One message arrived. Discarded once the path is over."""
+        self._check_not_lost()
+        if self._state is PathState.DONE:
+            return
+        try:
+            message = decode_message(payload)
+        except FrameError as error:
+            self._apply(Input.REJECTED, MessageRejected(error=error, payload=bytes(payload)))
+            return
+        self._messages += 1
+        if isinstance(message, Notification):
+            self._apply(Input.NOTIFICATION, NotificationReceived(notification=message))
+        else:
+            self._apply(Input.ERROR, StreamErrored(error=message))
+
+    def receive_message(self, message: Notification | ErrorData) -> None:
+        """An already-decoded message arrived (see :meth:`receive_payload`)."""
+        self._check_not_lost()
+        if self._state is PathState.DONE:
+            return
+        self._messages += 1
+        if isinstance(message, Notification):
+            self._apply(Input.NOTIFICATION, NotificationReceived(notification=message))
+        else:
+            self._apply(Input.ERROR, StreamErrored(error=message))
+
+    def receive_finish(self, *, status: int | None = None) -> None:
+        """The path ended cleanly. ``status`` is carried into :class:`NotServed`."""
+        self._check_not_lost()
+        if self._state is PathState.DONE:
+            return
+        self._apply(Input.FINISH, None, status=status)
+
+    def connection_lost(self, reason: str = "the connection ended before the path did") -> None:
+        """The path ended abruptly. May be called more than once."""
+        if self._lost:
+            return
+        self._lost = True
+        if self._state is not PathState.DONE:
+            self._apply(Input.LOST, StreamBroken(reason=reason))
+
+    def violation(self, reason: str) -> None:
+        """End the path as broken for a reason found below this layer (bad HTTP, framing)."""
+        if self._state is not PathState.DONE:
+            self._finish(StreamBroken(reason=reason))
+
+    def next_event(self) -> EventOrNeedData:
+        """The next event, or :data:`NEED_DATA`."""
+        if self._events:
+            return self._events.popleft()
+        return NEED_DATA
+
+    def _check_not_lost(self) -> None:
+        if self._lost:
+            raise LocalProtocolError("nothing can be received after connection_lost()")
+
+    def _apply(self, what: Input, event: Event | None, *, status: int | None = None) -> None:
+        if what is Input.REJECTED:
+            self._messages += 1
+        state, outcome = TRANSITIONS[(self._profile, self._state, what)]
+        if outcome is Outcome.NOT_SERVED:
+            event = NotServed(status=status, reason="the path ended with no message")
+        elif outcome is Outcome.ENDED:
+            event = StreamEnded()
+        elif outcome is Outcome.VIOLATION:
+            event = StreamBroken(reason=_VIOLATIONS[what])
+        assert event is not None
+        if state is PathState.DONE:
+            self._finish(event)
+        else:
+            self._state = state
+            self._events.append(event)
+
+    def _finish(self, terminal: Event) -> None:
+        self._state = PathState.DONE
+        self._events.append(terminal)
+        if self._reask:
+            self._events.append(ReaskNeeded())

@@ -1,0 +1,9 @@
+"""Placeholder: the server connection (being written)."""
+
+
+class ServerConnection:
+    pass
+
+
+class ContainerWriter:
+    pass
