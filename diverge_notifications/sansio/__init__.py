@@ -53,7 +53,7 @@ from .mcp import (
     TaskStatus,
 )
 from .messages import decode_message, encode_message
-from .policy import AttemptsExhausted, Backoff, ProxyPolicy
+from .policy import AttemptsExhausted, Backoff, ProxyPolicy, RetryScheduled
 from .proxy import ExchangeConnection, ProxyConnection
 from .sequence import PathState, Profile, SequenceMachine
 from .server import ContainerWriter, ServerConnection
@@ -99,6 +99,7 @@ __all__ = [
     "ReaskNeeded",
     "ResourceUpdated",
     "ResultReceived",
+    "RetryScheduled",
     "SequenceMachine",
     "ServerConnection",
     "StreamBroken",
