@@ -9,14 +9,17 @@ one function that, for any bytes, returns a value or raises
 * only UTF-8 is accepted (``json.loads`` on bytes would also guess UTF-16
   and UTF-32);
 * ``NaN``, ``Infinity`` and ``-Infinity`` are rejected, and so is a number
-  too large for a double (``1e400``), which ``json.loads`` turns into
-  infinity;
+  too large for a double (``1e400``, which ``json.loads`` turns into
+  infinity, or an integer of 309 digits or more, which ``serde_json`` reads as
+  a double and rejects in the same way);
 * a ``\\uD800``-style escape that leaves a lone surrogate is rejected, since
   it cannot be re-encoded as UTF-8;
-* nesting deeper than :data:`MAX_DEPTH` (``serde_json``'s own limit) is
-  rejected, so what this side accepts the Rust side accepts too;
-* integers with more digits than Python converts (``sys.int_info``'s limit)
-  are rejected instead of raising ``ValueError`` later.
+* arrays and objects nested :data:`MAX_DEPTH` deep are rejected, exactly as
+  ``serde_json``'s recursion limit rejects them (127 levels are accepted), so
+  what this side accepts the Rust side accepts too;
+* because of the integer bound, no long digit string ever reaches ``int()``:
+  the result does not depend on the interpreter's ``int_max_str_digits``
+  setting, and converting stays linear in the input.
 """
 
 from __future__ import annotations
@@ -28,9 +31,18 @@ from typing import Any
 
 __all__ = ["MAX_DEPTH", "JsonError", "canonical_bytes", "dumps", "parse"]
 
-#: Deepest nesting of arrays and objects accepted, the same as serde_json's
-#: default recursion limit.
+#: serde_json's default recursion limit: a value whose arrays and objects nest
+#: this many levels deep is rejected; ``MAX_DEPTH - 1`` levels are accepted.
+#: (The outermost array or object is level 1.)
 MAX_DEPTH = 128
+
+# An integer text of at most this many characters is below 10**308, so always
+# within a double's range; one longer than _INT_TEXT_MAX (a sign and 309
+# digits) is at least 10**309, so always beyond it.
+_INT_TEXT_CHECK = 308
+_INT_TEXT_MAX = 310
+
+_DEPTH_DETAIL = f"arrays and objects nested {MAX_DEPTH} deep (at most {MAX_DEPTH - 1} levels)"
 
 
 class JsonError(ValueError):
@@ -41,14 +53,29 @@ def _reject_constant(name: str) -> Any:
     raise JsonError(f"non-standard JSON constant {name}")
 
 
+def _out_of_range(text: str) -> JsonError:
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    return JsonError(f"number out of range: {shown}")
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise JsonError(f"number out of range: {text[:40]}")
+        raise _out_of_range(text)
     return value
 
 
-_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+def _bounded_int(text: str) -> int:
+    # serde_json reads an integer that does not fit 64 bits as a double, and
+    # rejects it when that double is infinite; so does this side.
+    if len(text) > _INT_TEXT_CHECK and (len(text) > _INT_TEXT_MAX or math.isinf(float(text))):
+        raise _out_of_range(text)
+    return int(text)
+
+
+_decoder = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int
+)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
@@ -64,14 +91,16 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
     except JsonError:
         raise
     except json.JSONDecodeError as error:
-        raise JsonError(f"{error.msg} at offset {error.pos}") from None
+        # Some of the standard library's messages already end in "at".
+        message = error.msg.removesuffix(" at")
+        raise JsonError(f"{message} at offset {error.pos}") from None
     except RecursionError:
-        raise JsonError(f"nesting deeper than {MAX_DEPTH}") from None
-    except ValueError as error:  # int digit limit and similar conversion failures
+        raise JsonError(_DEPTH_DETAIL) from None
+    except ValueError as error:  # pragma: no cover - defensive: conversions are bounded above
         raise JsonError(str(error).split("\n", 1)[0]) from None
     # Cheap pre-checks first: both walks below are skipped for ordinary
     # messages, which keeps decoding within a small factor of json.loads.
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+    if raw.count(b"[") + raw.count(b"{") >= MAX_DEPTH:
         _check_depth(value)
     if _SURROGATE_ESCAPE.search(raw) is not None:
         _check_surrogates(value)
@@ -88,8 +117,8 @@ def _check_depth(value: Any) -> None:
             children = item
         else:
             continue
-        if depth > MAX_DEPTH:
-            raise JsonError(f"nesting deeper than {MAX_DEPTH}")
+        if depth >= MAX_DEPTH:
+            raise JsonError(_DEPTH_DETAIL)
         stack.extend((child, depth + 1) for child in children)
 
 

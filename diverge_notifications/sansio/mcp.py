@@ -392,7 +392,13 @@ class Notification:
             raw = dumps(dict(value))
         except (TypeError, ValueError) as error:
             raise _body_error(f"notification is not JSON-encodable: {error}", 0) from None
-        return cls._from_members(parse(raw), raw)
+        try:
+            # Encodable is not enough: too deep or too large a number is
+            # refused here exactly as it would be on the wire.
+            members = parse(raw)
+        except JsonError as error:
+            raise _body_error(f"notification is not valid JSON: {error}", 0) from None
+        return cls._from_members(members, raw)
 
     @classmethod
     def _from_members(cls, members: Any, raw: bytes) -> Notification:
@@ -521,17 +527,26 @@ def _json_type(value: object) -> str:
     return "an object"
 
 
+def _plain_code(value: int) -> int:
+    # An ErrorCode (an IntEnum) is a fine code: store it as the plain int it
+    # stands for. Anything else is left for the validator to judge.
+    if isinstance(value, int) and not isinstance(value, bool) and type(value) is not int:
+        return int(value)
+    return value
+
+
 @attrs.frozen(kw_only=True)
 class ErrorData:
     """A JSON-RPC error: why a path stopped (``{code, message, data?}``).
 
-    ``code`` is an int32 and ``message`` a string; ``data`` is any JSON
+    ``code`` is an int32 (an :class:`ErrorCode` is accepted and stored as
+    its plain int) and ``message`` a string; ``data`` is any JSON
     value, ``None`` when absent (as in rmcp, an explicit ``null`` and an
     absent ``data`` are the same). A decoded error keeps its bytes
     (``raw``, not compared) so that re-encoding it is exact.
     """
 
-    code: int = attrs.field()
+    code: int = attrs.field(converter=_plain_code)
     message: str = attrs.field()
     data: Any = None
     _raw: bytes | None = attrs.field(default=None, eq=False, repr=False, alias="raw")
@@ -558,11 +573,13 @@ class ErrorData:
             raise _body_error(f"error must be a JSON object, not {_json_type(members)}", 1)
         code = members.get("code")
         if not _is_int(code, _INT32_MIN, _INT32_MAX):
-            raise _body_error(f'error "code" must be an int32, not {_describe(code)}', 1)
+            raise _body_error(f'error "code" must be an int32, not {_describe_code(code)}', 1)
         assert isinstance(code, int)
         message = members.get("message")
         if not isinstance(message, str):
-            raise _body_error(f'error "message" must be a string, not {_describe(message)}', 1)
+            raise _body_error(
+                f'error "message" must be a string, not {_describe_message(message)}', 1
+            )
         return cls(code=code, message=message, data=members.get("data"), raw=raw)
 
     def to_bytes(self) -> bytes:
@@ -583,9 +600,13 @@ class ErrorData:
             return None
 
 
-def _describe(value: object) -> str:
-    if value is None:
-        return "missing or null"
+def _describe_code(value: object) -> str:
     if type(value) is int:
         return "an integer outside the int32 range"
+    return _describe_message(value)
+
+
+def _describe_message(value: object) -> str:
+    if value is None:
+        return "missing or null"
     return _json_type(value)

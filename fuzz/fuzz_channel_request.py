@@ -1,0 +1,75 @@
+"""Fuzz the agents-begin channel request codec ``[tag][payload]`` (seed 003).
+
+For any bytes, :func:`decode_channel_request` returns a
+:class:`ChannelRequest` or raises :class:`AskError`, and nothing else; a
+decoded request re-encodes to the bytes it came from, except that tag ``5``
+drops whatever follows its tag byte (seed 003: ignored, not rejected).
+
+    python fuzz/fuzz_channel_request.py -max_total_time=60
+
+``SEEDS`` holds one input of every kind; ``DICTIONARY`` the tokens they are made of.
+"""
+
+from __future__ import annotations
+
+from diverge_notifications.sansio import (
+    AskError,
+    AskErrorReason,
+    ChannelRequest,
+    ChannelRequestTag,
+    decode_channel_request,
+    encode_channel_request,
+)
+
+SEEDS = [
+    b"\x00\x00\x00\x00\x2a",
+    b"\x01null",
+    b'\x02{"cursor":"c"}',
+    b'\x03{"name":"search","arguments":{}}',
+    b'\x04{"uri":"a://b"}',
+    b"\x05",
+    b"\x05trailing",
+]
+
+DICTIONARY = [
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b":",
+    b",",
+    b"null",
+    b"true",
+    b"false",
+    b"1e400",
+    b"NaN",
+    b'"name"',
+    b'"arguments"',
+    b'"cursor"',
+    b'"uri"',
+]
+
+
+def TestOneInput(data: bytes) -> None:
+    try:
+        request = decode_channel_request(data)
+    except AskError as error:
+        assert isinstance(error.reason, AskErrorReason), error
+        assert error.detail, error
+        return
+    assert isinstance(request, ChannelRequest)
+    encoded = encode_channel_request(request)
+    if request.tag is ChannelRequestTag.MCP_NOTIFICATIONS:
+        assert encoded == data[:1]
+    else:
+        assert encoded == data
+    if request.tag is ChannelRequestTag.POSTGRES:
+        assert request.connection_id is not None and len(request.connection_id) == 4
+    assert decode_channel_request(encoded) == request
+    repr(request)
+
+
+if __name__ == "__main__":
+    from _driver import main
+
+    main(TestOneInput)
