@@ -56,7 +56,16 @@ from .messages import decode_message, encode_message
 from .policy import AttemptsExhausted, Backoff, ProxyPolicy, RetryScheduled
 from .proxy import ExchangeConnection, ProxyConnection
 from .sequence import PathState, Profile, SequenceMachine
-from .server import ContainerWriter, ServerConnection
+from .server import (
+    AskRefused,
+    ChannelIds,
+    ConnectionClosed,
+    ContainerWriter,
+    ExchangeAsked,
+    NotificationsAsked,
+    ServerConnection,
+    ServerState,
+)
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -64,17 +73,21 @@ __all__ = [
     "Ask",
     "AskError",
     "AskErrorReason",
+    "AskRefused",
     "AttemptsExhausted",
     "Backoff",
     "Cancelled",
+    "ChannelIds",
     "ChannelRequest",
     "ChannelRequestTag",
+    "ConnectionClosed",
     "ContainerWriter",
     "ElicitationComplete",
     "ErrorCode",
     "ErrorData",
     "Event",
     "Exchange",
+    "ExchangeAsked",
     "ExchangeConnection",
     "FrameDecoder",
     "FrameError",
@@ -90,6 +103,7 @@ __all__ = [
     "Notification",
     "NotificationKind",
     "NotificationReceived",
+    "NotificationsAsked",
     "PathState",
     "Profile",
     "Progress",
@@ -102,6 +116,7 @@ __all__ = [
     "RetryScheduled",
     "SequenceMachine",
     "ServerConnection",
+    "ServerState",
     "StreamBroken",
     "StreamEnded",
     "StreamErrored",

@@ -1,0 +1,113 @@
+"""How much publishing into a hub costs.
+
+Two measurements, each against a comparison run in the same process:
+
+1. Fan-out cost per subscriber, for 1, 100 and 10,000 subscribers that take
+   everything (target: at most 1 µs per subscriber reached). The comparison
+   is the bare floor: appending the same object to as many deques.
+2. Publishing a ``resources/updated`` that reaches 1 subscriber while 0,
+   1,000 and 100,000 other subscribers watch other URIs. The hub's index
+   keeps this flat; the comparison is the naive fan-out that asks every
+   subscriber's :meth:`Interest.wants`.
+
+Run: ``python bench/bench_hub.py`` (well under 60 s).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+from diverge_notifications.sansio import Notification
+from diverge_notifications.sansio.hub import Hub, Interest, Subscriber
+
+
+def best_of(repeats: int, run: Callable[[], float]) -> float:
+    """The smallest of ``repeats`` timings: the least disturbed run."""
+    return min(run() for _ in range(repeats))
+
+
+def fan_out(subscribers: int, publishes: int) -> tuple[float, float]:
+    """Seconds per delivery through the hub, and for the bare deque floor."""
+    notification = Notification("notifications/progress", {"progressToken": 1, "progress": 5})
+    hub = Hub(queue_size=publishes)
+    subs = [hub.subscribe() for _ in range(subscribers)]
+
+    def run_hub() -> float:
+        start = time.perf_counter()
+        for _ in range(publishes):
+            hub.publish(notification)
+        elapsed = time.perf_counter() - start
+        for subscriber in subs:
+            subscriber.take()
+        return elapsed
+
+    queues: list[deque[Notification]] = [deque() for _ in range(subscribers)]
+
+    def run_floor() -> float:
+        start = time.perf_counter()
+        for _ in range(publishes):
+            for queue in queues:
+                queue.append(notification)
+        elapsed = time.perf_counter() - start
+        for queue in queues:
+            queue.clear()
+        return elapsed
+
+    deliveries = subscribers * publishes
+    return best_of(5, run_hub) / deliveries, best_of(5, run_floor) / deliveries
+
+
+def one_match_among(others: int, publishes: int) -> tuple[float, float]:
+    """Seconds per publish reaching one subscriber among ``others``: hub, naive."""
+    hub = Hub()
+    target: Subscriber = hub.subscribe(Interest(resource_subscriptions={"file:///target"}))
+    interests = [Interest(resource_subscriptions={f"file:///other/{n}"}) for n in range(others)]
+    for interest in interests:
+        hub.subscribe(interest)
+    notification = Notification("notifications/resources/updated", {"uri": "file:///target"})
+
+    def run_hub() -> float:
+        start = time.perf_counter()
+        for _ in range(publishes):
+            hub.publish(notification)
+        elapsed = time.perf_counter() - start
+        target.take()
+        return elapsed
+
+    everyone = [(Interest(resource_subscriptions={"file:///target"}), deque[Notification]())]
+    everyone += [(interest, deque[Notification]()) for interest in interests]
+    naive_publishes = max(1, publishes // max(1, others // 100))
+
+    def run_naive() -> float:
+        start = time.perf_counter()
+        for _ in range(naive_publishes):
+            for interest, queue in everyone:
+                if interest.wants(notification):
+                    queue.append(notification)
+        elapsed = time.perf_counter() - start
+        everyone[0][1].clear()
+        return elapsed * publishes / naive_publishes
+
+    return best_of(5, run_hub) / publishes, best_of(3, run_naive) / publishes
+
+
+def main() -> None:
+    print("fan-out: publish cost per subscriber reached (no filter)")
+    print(f"{'subscribers':>12} {'hub ns':>10} {'floor ns':>10} {'hub/floor':>10}")
+    for subscribers, publishes in ((1, 200_000), (100, 5_000), (10_000, 50)):
+        hub_cost, floor_cost = fan_out(subscribers, publishes)
+        ratio = hub_cost / floor_cost
+        print(f"{subscribers:>12} {hub_cost * 1e9:>10.0f} {floor_cost * 1e9:>10.0f} {ratio:>10.1f}")
+    print()
+    print("resources/updated reaching 1 subscriber among N watching other URIs")
+    print(f"{'N':>12} {'hub µs':>10} {'naive µs':>10} {'naive/hub':>10}")
+    for others in (0, 1_000, 100_000):
+        hub_cost, naive_cost = one_match_among(others, 20_000)
+        ratio = naive_cost / hub_cost
+        print(f"{others:>12} {hub_cost * 1e6:>10.2f} {naive_cost * 1e6:>10.2f} {ratio:>10.1f}")
+
+
+if __name__ == "__main__":
+    main()
