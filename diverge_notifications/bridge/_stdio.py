@@ -1,0 +1,224 @@
+"""The stdio transport of the bridge: the MCP server as a child process.
+
+The SDK's own ``stdio_client`` parses each line of the server's output into a
+pydantic model before anyone else sees it, and a model is not what the
+server sent (members can be dropped, reordered or re-spelled, and a
+notification the schema does not know never reaches the session at all).
+This transport reads the server's standard output itself, hands every raw
+line to the relay first, and only then parses it for the SDK's session,
+exactly as ``stdio_client`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+from ._link import Link
+
+__all__ = ["DEFAULT_MAX_LINE_SIZE", "LineSplitter", "stdio_transport"]
+
+logger = logging.getLogger("diverge_notifications.bridge")
+
+#: The longest line (one JSON-RPC message) read from a server, in bytes.
+DEFAULT_MAX_LINE_SIZE = 16 * 1024 * 1024
+
+#: Seconds the server gets to exit on its own after its input is closed.
+_EXIT_GRACE = 2.0
+#: Seconds between SIGTERM to the server's process group and SIGKILL.
+_KILL_GRACE = 2.0
+_POLL = 0.01
+
+
+class LineSplitter:
+    """Newline-delimited lines from a byte stream arriving in pieces.
+
+    Linear in the input however it is split: the search for a newline
+    resumes where the last one stopped. A line longer than ``max_size``
+    bytes is dropped (counted in :attr:`dropped`) up to its newline, so a
+    server cannot make the bridge buffer without bound.
+    """
+
+    def __init__(self, max_size: int = DEFAULT_MAX_LINE_SIZE) -> None:
+        if max_size < 1:
+            raise ValueError(f"max_size must be positive, got {max_size!r}")
+        self._max_size = max_size
+        self._buffer = bytearray()
+        self._scanned = 0
+        self._skipping = False
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add ``data``; return the lines it completed, without their ``\\n``."""
+        buffer = self._buffer
+        buffer += data
+        lines: list[bytes] = []
+        start = 0
+        while True:
+            end = buffer.find(b"\n", max(start, self._scanned))
+            if end < 0:
+                break
+            if self._skipping:
+                self._skipping = False  # the end of a line already counted as dropped
+            elif end - start > self._max_size:
+                self._drop()
+            else:
+                lines.append(bytes(buffer[start:end]))
+            start = end + 1
+        if start:
+            del buffer[:start]
+        self._scanned = len(buffer)
+        if len(buffer) > self._max_size:
+            if not self._skipping:
+                self._drop()
+                self._skipping = True
+            buffer.clear()
+            self._scanned = 0
+        return lines
+
+    def _drop(self) -> None:
+        self.dropped += 1
+        logger.warning("dropped a message longer than %d bytes from the MCP server", self._max_size)
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    """What the SDK's ``stdio_client`` makes of a line: a message, or the error as a value."""
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError as error:
+        return error
+    return SessionMessage(message)
+
+
+@asynccontextmanager
+async def stdio_transport(
+    argv: Sequence[str],
+    *,
+    relay: Callable[[bytes], None],
+    link: Link,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    max_line_size: int = DEFAULT_MAX_LINE_SIZE,
+) -> AsyncIterator[
+    tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
+    """Start ``argv`` and speak MCP on its standard input and output.
+
+    ``relay`` gets each line the server writes, as bytes, before the SDK
+    parses it. ``link`` is marked lost when the server's output ends or its
+    input breaks. The environment is the SDK's safe default plus ``env``;
+    the server's standard error goes where this process's goes. On exit
+    the server's input is closed, it gets a moment to exit, then its process
+    group is terminated.
+    """
+    environment = get_default_environment() | dict(env or {})
+    process = await anyio.open_process(
+        list(argv),
+        env=environment,
+        cwd=cwd,
+        stderr=None,
+        start_new_session=sys.platform != "win32",
+    )
+    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    # Set once this side ends the connection, so that its own closing is not
+    # taken for the server going away.
+    stopping = False
+    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read_stdout() -> None:
+        assert process.stdout is not None
+        lines = LineSplitter(max_line_size)
+        try:
+            async with read_send:
+                async for chunk in process.stdout:
+                    for line in lines.feed(chunk):
+                        if line.endswith(b"\r"):
+                            line = line[:-1]
+                        if not line.strip():
+                            continue
+                        relay(line)
+                        await read_send.send(_parse(line))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        finally:
+            if not stopping:
+                link.mark_lost("the MCP server closed its output")
+
+    async def write_stdin() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_receive:
+                async for session_message in write_receive:
+                    text = session_message.message.model_dump_json(
+                        by_alias=True, exclude_unset=True
+                    )
+                    await process.stdin.send(text.encode("utf-8") + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            if not stopping:
+                link.mark_lost("the MCP server stopped reading its input")
+            read_send.close()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(read_stdout)
+        tasks.start_soon(write_stdin)
+        try:
+            yield read_receive, write_send
+        finally:
+            stopping = True
+            # Bounded and shielded: a cancelled bridge must not leave the
+            # server running, nor hang on one that will not die.
+            with anyio.CancelScope(shield=True):
+                await _stop(process, read_receive, write_send)
+            tasks.cancel_scope.cancel()
+
+
+async def _stop(
+    process: anyio.abc.Process,
+    read_receive: MemoryObjectReceiveStream[SessionMessage | Exception],
+    write_send: MemoryObjectSendStream[SessionMessage],
+) -> None:
+    read_receive.close()
+    write_send.close()
+    if process.stdin is not None:
+        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await process.stdin.aclose()
+    if not await _exited(process, _EXIT_GRACE):
+        await _terminate(process)
+        await _exited(process, _KILL_GRACE)
+    with (
+        anyio.move_on_after(_KILL_GRACE),
+        suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError),
+    ):
+        await process.aclose()
+
+
+async def _exited(process: anyio.abc.Process, timeout: float) -> bool:
+    # Polling, not process.wait(): that also waits for the pipes to close,
+    # which a grandchild holding them open would delay for ever.
+    with anyio.move_on_after(timeout):
+        while process.returncode is None:
+            await anyio.sleep(_POLL)
+    return process.returncode is not None
+
+
+async def _terminate(process: anyio.abc.Process) -> None:
+    if sys.platform == "win32":  # pragma: no cover - POSIX CI
+        with suppress(OSError):
+            process.kill()
+        return
+    from mcp.os.posix.utilities import terminate_posix_process_tree
+
+    await terminate_posix_process_tree(process, _KILL_GRACE)
