@@ -1,0 +1,12 @@
+"""Drivers of the sans-IO core: asyncio, trio and blocking sockets.
+
+Each of :mod:`.asyncio`, :mod:`.trio` and :mod:`.blocking` offers ``listen``
+(a client that asks for notifications, asks again with backoff and jitter,
+and yields what arrives) and ``serve`` (a server of a :class:`Hub`). Import
+the one you use; :mod:`.trio` needs the ``trio`` extra and is never
+imported by this package.
+"""
+
+from ._common import ConnectionFailed, Endpoint, parse_url
+
+__all__ = ["ConnectionFailed", "Endpoint", "parse_url"]

@@ -2,12 +2,14 @@
 
 A frame is a 4-byte big-endian length ``N`` and ``N`` bytes. ``N = 0`` is a
 keep-alive; ``N >= 1`` is one message. Frames may be split across reads or
-packed together arbitrarily.
+packed together arbitrarily: the decoder gives the same frames for any
+split of the same bytes.
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 from typing import Final, Literal
 
 from ._errors import LocalProtocolError
@@ -16,15 +18,20 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "KEEPALIVE",
     "KEEPALIVE_FRAME",
+    "PREFIX_SIZE",
     "FrameDecoder",
     "FrameTooLarge",
+    "OffsetBuffer",
     "encode_frame",
 ]
 
 #: Largest frame accepted by default: 16 MiB.
 DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
-_PREFIX: Final = 4
+#: Size of the length prefix in bytes.
+PREFIX_SIZE: Final = 4
+_PREFIX: Final = PREFIX_SIZE
 _MAX_ENCODABLE: Final = 2**32 - 1
+_read_length = struct.Struct(">I").unpack_from
 
 #: The bytes of a keep-alive frame.
 KEEPALIVE_FRAME: Final = b"\x00\x00\x00\x00"
@@ -49,6 +56,14 @@ class FrameTooLarge(Exception):
         self.length = length
         self.limit = limit
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FrameTooLarge):
+            return NotImplemented
+        return (self.length, self.limit) == (other.length, other.limit)
+
+    def __hash__(self) -> int:
+        return hash((self.length, self.limit))
+
 
 FrameOrMarker = bytes | Literal[_Marker.KEEPALIVE] | FrameTooLarge | None
 
@@ -60,42 +75,135 @@ def encode_frame(payload: bytes) -> bytes:
     return len(payload).to_bytes(_PREFIX, "big") + payload
 
 
-class FrameDecoder:
+class OffsetBuffer:
+    """Bytes received and not yet parsed, read from an offset.
+
+    The base of the parsers that read a byte stream piece by piece (the
+    frame decoder here, the HTTP body readers of the proxy side). Costs stay
+    linear in the input however it is split:
+
+    * bytes fed while nothing is pending are adopted, not copied, and the
+      parser slices straight out of them;
+    * what straddles feeds is gathered in a ``bytearray``, which grows in
+      amortised constant time per byte;
+    * consumed bytes are dropped from its front only once they are at least
+      half of it, so feeding one byte at a time is not quadratic;
+    * after a miss, only the unparsed tail of an adopted read is kept.
+    """
+
+    __slots__ = ("_buffer", "_start")
+
+    _buffer: bytes | bytearray
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._start = 0
+
+    @property
+    def buffered(self) -> int:
+        """How many bytes are held, not yet parsed."""
+        return len(self._buffer) - self._start
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append bytes to the stream."""
+        if not data:
+            return
+        buffer = self._buffer
+        start = self._start
+        if start == len(buffer):
+            # Nothing pending: parse straight out of the caller's bytes.
+            self._buffer = data if type(data) is bytes else bytes(data)
+            self._start = 0
+            return
+        if type(buffer) is bytes:
+            buffer = self._buffer = bytearray(memoryview(buffer)[start:])
+            self._start = 0
+        assert isinstance(buffer, bytearray)
+        buffer += data
+
+    def _take(self, limit: int) -> bytes | None:
+        """Up to ``limit`` bytes from the front (``limit >= 1``), or ``None`` if none are held."""
+        buffer = self._buffer
+        start = self._start
+        if start == len(buffer):
+            return None
+        end = min(len(buffer), start + limit)
+        if type(buffer) is bytes:
+            # A whole adopted read is handed on as it is, without a copy.
+            piece = buffer if start == 0 and end == len(buffer) else buffer[start:end]
+        else:
+            with memoryview(buffer) as view:
+                piece = view[start:end].tobytes()
+        self._consume(end)
+        return piece
+
+    def _keep_partial_only(self) -> None:
+        """After a miss: hold on to the unparsed tail only, not the whole read it ended."""
+        if self._start and type(self._buffer) is bytes:
+            self._buffer = bytearray(memoryview(self._buffer)[self._start :])
+            self._start = 0
+
+    def _consume(self, end: int) -> None:
+        buffer = self._buffer
+        if end == len(buffer):
+            # Everything consumed: let go of the buffer (adopted bytes are
+            # the caller's; a bytearray may be large).
+            self._buffer = b""
+            self._start = 0
+        elif type(buffer) is bytearray and end > len(buffer) // 2:
+            # Deleting from the front of a bytearray costs the size of what
+            # remains; doing it only once half is consumed keeps it linear.
+            del buffer[:end]
+            self._start = 0
+        else:
+            self._start = end
+
+
+class FrameDecoder(OffsetBuffer):
     """Splits a byte stream into frames.
 
     Feed bytes with :meth:`feed`; take frames with :meth:`next_frame`, which
     returns the frame's payload, :data:`KEEPALIVE`, a :class:`FrameTooLarge`
     (after which the decoder is finished: an oversized frame is never
-    buffered) or ``None`` when more bytes are needed.
-
-    Consumed bytes are dropped from the front of the buffer lazily, so
-    feeding one byte at a time stays linear in the input.
+    buffered, and every later call returns the same value) or ``None`` when
+    more bytes are needed. Costs are linear in the input however it is
+    split (see :class:`OffsetBuffer`).
     """
 
-    __slots__ = ("_buffer", "_failed", "_max_frame_size", "_start")
+    __slots__ = ("_failed", "_max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if max_frame_size < 1:
             raise ValueError("max_frame_size must be at least 1")
+        super().__init__()
         self._max_frame_size = max_frame_size
-        self._buffer = bytearray()
-        self._start = 0
         self._failed: FrameTooLarge | None = None
 
     @property
-    def buffered(self) -> int:
-        """How many bytes are held, waiting to complete a frame."""
-        return len(self._buffer) - self._start
+    def max_frame_size(self) -> int:
+        """The largest frame payload accepted, in bytes."""
+        return self._max_frame_size
 
     @property
     def at_boundary(self) -> bool:
-        """True when no partial frame is buffered."""
-        return self.buffered == 0
+        """True when no partial frame is buffered (and no frame was too large)."""
+        return self._failed is None and len(self._buffer) == self._start
+
+    def partial_frame(self) -> tuple[int, int | None]:
+        """What is buffered of the frame in progress: ``(bytes held, frame size)``.
+
+        The frame size (prefix included) is ``None`` while the length prefix
+        itself is incomplete. Meant for error messages.
+        """
+        held = self.buffered
+        if held < _PREFIX:
+            return held, None
+        return held, _PREFIX + _read_length(self._buffer, self._start)[0]
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append bytes to the stream. Ignored after an oversized frame."""
-        if self._failed is None and data:
-            self._buffer += data
+        if self._failed is None:
+            super().feed(data)
 
     def next_frame(self) -> FrameOrMarker:
         """The next complete frame, a marker, or ``None`` if more bytes are needed."""
@@ -105,28 +213,33 @@ class FrameDecoder:
         start = self._start
         available = len(buffer) - start
         if available < _PREFIX:
+            self._keep_partial_only()
             return None
-        length = int.from_bytes(buffer[start : start + _PREFIX], "big")
+        length: int = _read_length(buffer, start)[0]
         if length > self._max_frame_size:
+            # Checked before any of the frame is gathered: an oversized frame
+            # costs nothing, whatever it claims.
             self._failed = FrameTooLarge(length, self._max_frame_size)
-            self._buffer = bytearray()
+            self._buffer = b""
             self._start = 0
             return self._failed
         end = start + _PREFIX + length
-        if len(buffer) < end:
+        if available < _PREFIX + length:
+            self._keep_partial_only()
             return None
-        frame = bytes(buffer[start + _PREFIX : end]) if length else KEEPALIVE
+        if not length:
+            self._consume(end)
+            return KEEPALIVE
+        if type(buffer) is bytes:
+            # The common case, spelled out: a frame sliced from adopted bytes.
+            frame = buffer[start + _PREFIX : end]
+            if end == len(buffer):
+                self._buffer = b""
+                self._start = 0
+            else:
+                self._start = end
+            return frame
+        with memoryview(buffer) as view:
+            frame = view[start + _PREFIX : end].tobytes()
         self._consume(end)
         return frame
-
-    def _consume(self, end: int) -> None:
-        # Deleting from the front of a bytearray is O(remaining); doing it
-        # only once half the buffer is consumed keeps the total linear.
-        if end == len(self._buffer):
-            self._buffer.clear()
-            self._start = 0
-        elif end > len(self._buffer) // 2:
-            del self._buffer[:end]
-            self._start = 0
-        else:
-            self._start = end

@@ -130,15 +130,23 @@ class SequenceMachine:
     level that does not need that event may skip it.
     """
 
-    __slots__ = ("_events", "_lost", "_messages", "_profile", "_reask", "_state")
+    __slots__ = (
+        "_events",
+        "_lost",
+        "_messages",
+        "_notification_stays",
+        "_profile",
+        "_reask",
+        "_state",
+    )
 
     def __init__(self, profile: Profile = Profile.PROVIDER, *, reask: bool = True) -> None:
         self._profile = Profile(profile)
         self._reask = reask
-        self._state = PathState.EMPTY
         self._events: deque[Event] = deque()
         self._lost = False
         self._messages = 0
+        self._enter(PathState.EMPTY)
 
     @property
     def profile(self) -> Profile:
@@ -163,7 +171,8 @@ class SequenceMachine:
 
     def receive_payload(self, payload: bytes) -> None:
         """One message arrived. Discarded once the path is over."""
-        self._check_not_lost()
+        if self._lost:
+            self._check_not_lost()
         if self._state is PathState.DONE:
             return
         try:
@@ -173,7 +182,13 @@ class SequenceMachine:
             return
         self._messages += 1
         if isinstance(message, Notification):
-            self._apply(Input.NOTIFICATION, NotificationReceived(notification=message))
+            event = NotificationReceived(notification=message)
+            if self._notification_stays:
+                # The common case, read from the table once per state rather
+                # than once per message: a notification keeps the state.
+                self._events.append(event)
+            else:
+                self._apply(Input.NOTIFICATION, event)
         else:
             self._apply(Input.ERROR, StreamErrored(error=message))
 
@@ -194,6 +209,20 @@ class SequenceMachine:
         if self._state is PathState.DONE:
             return
         self._apply(Input.FINISH, None, status=status)
+
+    def refused(self, status: int | None, reason: str) -> None:
+        """The ask was refused before any message (say, a non-2xx answer): not served.
+
+        This is the clean end with no message (``NotServed``), with the
+        refusal's ``status`` and a ``reason`` for people. Ignored once the
+        path is over; :class:`LocalProtocolError` after a message.
+        """
+        self._check_not_lost()
+        if self._state is PathState.DONE:
+            return
+        if self._state is not PathState.EMPTY:
+            raise LocalProtocolError("a path that delivered messages cannot be refused")
+        self._apply(Input.FINISH, None, status=status, reason=reason)
 
     def connection_lost(self, reason: str = "the connection ended before the path did") -> None:
         """The path ended abruptly. May be called more than once."""
@@ -218,12 +247,26 @@ class SequenceMachine:
         if self._lost:
             raise LocalProtocolError("nothing can be received after connection_lost()")
 
-    def _apply(self, what: Input, event: Event | None, *, status: int | None = None) -> None:
+    def _enter(self, state: PathState) -> None:
+        self._state = state
+        self._notification_stays = TRANSITIONS.get((self._profile, state, Input.NOTIFICATION)) == (
+            state,
+            Outcome.NOTIFICATION,
+        )
+
+    def _apply(
+        self,
+        what: Input,
+        event: Event | None,
+        *,
+        status: int | None = None,
+        reason: str = "the path ended with no message",
+    ) -> None:
         if what is Input.REJECTED:
             self._messages += 1
         state, outcome = TRANSITIONS[(self._profile, self._state, what)]
         if outcome is Outcome.NOT_SERVED:
-            event = NotServed(status=status, reason="the path ended with no message")
+            event = NotServed(status=status, reason=reason)
         elif outcome is Outcome.ENDED:
             event = StreamEnded()
         elif outcome is Outcome.VIOLATION:
@@ -232,11 +275,12 @@ class SequenceMachine:
         if state is PathState.DONE:
             self._finish(event)
         else:
-            self._state = state
+            if state is not self._state:
+                self._enter(state)
             self._events.append(event)
 
     def _finish(self, terminal: Event) -> None:
-        self._state = PathState.DONE
+        self._enter(PathState.DONE)
         self._events.append(terminal)
         if self._reask:
             self._events.append(ReaskNeeded())

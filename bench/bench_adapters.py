@@ -1,0 +1,223 @@
+"""Notifications per second, end to end on loopback: the three adapters and the MCP SDK.
+
+For each adapter: one server, one listener, N progress notifications
+published into the hub and received by the listener over a TCP loopback
+connection (HTTP/1.1, chunked, frames). The clock runs from the first
+publish to the last notification received.
+
+For comparison, the official MCP Python SDK (``mcp`` 2.x) delivers the same
+number of progress notifications from an ``MCPServer`` tool
+(``ctx.report_progress`` in a loop) to a client session's progress callback.
+The headline comparison uses the stdio transport: the server in a child
+process, JSON-RPC over pipes. It is the SDK's most favourable transport that
+still moves bytes between two processes, as deployments do (Streamable HTTP
+adds an HTTP server and SSE on top). The in-memory transport (JSON-RPC
+objects passed between tasks, nothing serialised) is printed for reference.
+
+Run: ``python bench/bench_adapters.py [N]`` (default 20000). Takes well
+under a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+try:
+    # At module level: the SDK resolves the tool's annotations in this module.
+    from mcp.server.mcpserver import Context, MCPServer
+except ImportError:  # the SDK comparison is skipped
+    HAVE_SDK = False
+else:
+    HAVE_SDK = True
+
+from diverge_notifications.adapters import asyncio as asyncio_adapter
+from diverge_notifications.adapters import blocking as blocking_adapter
+from diverge_notifications.adapters import trio as trio_adapter
+from diverge_notifications.sansio import Hub, Notification, NotificationReceived, StreamOpened
+from diverge_notifications.sansio.policy import ProxyPolicy
+
+DEFAULT_N = 20_000
+
+
+def progress(index: int, total: int) -> Notification:
+    return Notification(
+        "notifications/progress", {"progressToken": "bench", "progress": index, "total": total}
+    )
+
+
+def policy() -> ProxyPolicy:
+    return ProxyPolicy(require_exchange=False)
+
+
+# --- this library ---------------------------------------------------------------------
+
+
+def bench_asyncio(n: int) -> float:
+    async def main() -> float:
+        notifications = [progress(index, n) for index in range(n)]
+        hub = Hub(queue_size=n)  # the measurement is throughput, not the queue bound
+        async with await asyncio_adapter.serve(hub) as server:
+            items = asyncio_adapter.listen(server.url, events=True, policy=policy())
+            async with contextlib.aclosing(items):
+                async for item in items:
+                    if isinstance(item, StreamOpened):
+                        break
+                started = time.perf_counter()
+                for notification in notifications:
+                    hub.publish(notification)
+                received = 0
+                async for item in items:
+                    if type(item) is NotificationReceived:
+                        received += 1
+                        if received == n:
+                            break
+                return n / (time.perf_counter() - started)
+
+    return asyncio.run(main())
+
+
+def bench_trio(n: int) -> float:
+    async def main() -> float:
+        notifications = [progress(index, n) for index in range(n)]
+        hub = Hub(queue_size=n)
+        async with trio_adapter.serve(hub) as server:
+            items = trio_adapter.listen(server.url, events=True, policy=policy())
+            async with contextlib.aclosing(items):
+                async for item in items:
+                    if isinstance(item, StreamOpened):
+                        break
+                started = time.perf_counter()
+                for notification in notifications:
+                    hub.publish(notification)
+                received = 0
+                async for item in items:
+                    if type(item) is NotificationReceived:
+                        received += 1
+                        if received == n:
+                            break
+                return n / (time.perf_counter() - started)
+
+    return trio.run(main)
+
+
+def bench_blocking(n: int) -> float:
+    notifications = [progress(index, n) for index in range(n)]
+    hub = Hub(queue_size=n)
+
+    with (
+        blocking_adapter.serve(hub) as server,
+        blocking_adapter.listen(server.url, events=True, policy=policy()) as items,
+    ):
+        for item in items:
+            if isinstance(item, StreamOpened):
+                break
+
+        def publish() -> None:
+            for notification in notifications:
+                server.publish(notification)
+
+        started = time.perf_counter()
+        publisher = threading.Thread(target=publish)
+        publisher.start()
+        received = 0
+        for item in items:
+            if type(item) is NotificationReceived:
+                received += 1
+                if received == n:
+                    break
+        elapsed = time.perf_counter() - started
+        publisher.join()
+    return n / elapsed
+
+
+# --- the MCP Python SDK -------------------------------------------------------------------
+
+
+def make_mcp_server() -> Any:
+    server = MCPServer("bench")
+
+    @server.tool()
+    async def emit(n: int, ctx: Context) -> str:
+        """Send ``n`` progress notifications for this call."""
+        for index in range(n):
+            await ctx.report_progress(index, n)
+        return "done"
+
+    return server
+
+
+async def _sdk_run(target: Any, n: int, **options: Any) -> float:
+    from mcp import Client
+
+    received = 0
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal received
+        received += 1
+
+    async with Client(target, **options) as client:
+        started = time.perf_counter()
+        await client.call_tool("emit", {"n": n}, progress_callback=on_progress)
+        elapsed = time.perf_counter() - started
+    if received != n:
+        raise RuntimeError(f"the SDK delivered {received} of {n} notifications")
+    return n / elapsed
+
+
+def bench_sdk_stdio(n: int) -> float:
+    from mcp.client.stdio import StdioServerParameters
+
+    parameters = StdioServerParameters(command=sys.executable, args=[__file__, "--mcp-server"])
+    return asyncio.run(_sdk_run(parameters, n))
+
+
+def bench_sdk_memory(n: int) -> float:
+    # "legacy" keeps the JSON-RPC session over in-memory streams; the default
+    # for an in-process server calls the callback directly, with no transport.
+    return asyncio.run(_sdk_run(make_mcp_server(), n, mode="legacy"))
+
+
+# --- main -------------------------------------------------------------------------------
+
+
+def best_of(runs: int, bench: Callable[[int], float], n: int) -> float:
+    return max(bench(n) for _ in range(runs))
+
+
+def main() -> None:
+    if sys.argv[1:] == ["--mcp-server"]:
+        make_mcp_server().run("stdio")
+        return
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_N
+    have_sdk = HAVE_SDK
+    print(f"{n} notifications, one server, one listener, TCP loopback (best of 3)")
+    results = {
+        "diverge asyncio": best_of(3, bench_asyncio, n),
+        "diverge trio": best_of(3, bench_trio, n),
+        "diverge blocking": best_of(3, bench_blocking, n),
+    }
+    if have_sdk:
+        results["MCP SDK stdio"] = best_of(3, bench_sdk_stdio, n)
+        results["MCP SDK in-memory (reference)"] = best_of(3, bench_sdk_memory, n)
+    for name, rate in results.items():
+        print(f"  {name:32} {rate:12,.0f} notifications/s")
+    if have_sdk:
+        sdk = results["MCP SDK stdio"]
+        for name in ("diverge asyncio", "diverge trio", "diverge blocking"):
+            print(f"  {name} / MCP SDK stdio: {results[name] / sdk:.1f}x")
+        memory = results["MCP SDK in-memory (reference)"]
+        print(f"  diverge asyncio / MCP SDK in-memory: {results['diverge asyncio'] / memory:.1f}x")
+    else:
+        print("  (the 'mcp' package is not installed: no SDK comparison)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,493 @@
+"""The blocking-socket adapter: :func:`listen` and :func:`serve`, for scripts and threads.
+
+Both are thin loops around :mod:`._common`, which holds every decision;
+this module moves bytes and owns :func:`time.monotonic`.
+
+The server runs on background threads, one per connection plus one that
+accepts. The hub is not thread-safe, so the server serialises every call
+into it with a lock: publish with :meth:`Server.publish`, which is safe
+from any thread, never with ``hub.publish`` directly while it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from types import TracebackType
+
+from ..sansio.asks import Ask
+from ..sansio.events import Event
+from ..sansio.framing import DEFAULT_MAX_FRAME_SIZE
+from ..sansio.hub import Hub
+from ..sansio.mcp import Notification
+from ..sansio.policy import ProxyPolicy
+from ..sansio.sequence import Profile
+from ..sansio.server import ChannelIds
+from ._common import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_MAX_BATCH,
+    READ_SIZE,
+    Connect,
+    Deliver,
+    Disconnect,
+    ExchangeResult,
+    ListenDriver,
+    Receive,
+    Send,
+    ServingConnection,
+    Sleep,
+    Stop,
+    describe_error,
+    format_url,
+)
+
+__all__ = ["Listener", "Server", "listen", "serve"]
+
+#: A blocking exchange handler: it returns the answer itself.
+BlockingExchangeHandler = Callable[[Ask], ExchangeResult]
+
+
+# --- the listener --------------------------------------------------------------
+
+
+class Listener(Iterator["Notification | Event"]):
+    """An iterator over what a server sends; see :func:`listen`.
+
+    :meth:`close` stops it, from the iterating thread or from any other
+    one: no further ask is made and the connection is closed. A ``for``
+    loop that breaks out of it, or a ``with`` block around it, should
+    close it.
+    """
+
+    def __init__(self, driver: ListenDriver) -> None:
+        self._driver = driver
+        self._stop = threading.Event()
+        # Held for the whole of each next(): close() tries it to learn
+        # whether another thread is inside the generator right now.
+        self._next_lock = threading.Lock()
+        self._socket_lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self._items = self._run()
+
+    def __iter__(self) -> Listener:
+        return self
+
+    def __next__(self) -> Notification | Event:
+        with self._next_lock:
+            return next(self._items)
+
+    def close(self) -> None:
+        """Stop listening; safe to call from any thread, and more than once.
+
+        No further ask is made and nothing more is yielded. From another
+        thread it interrupts a read or a backoff sleep at once; a connection
+        attempt ends within ``connect_timeout``. The iterating thread's
+        ``next()`` then raises ``StopIteration``.
+        """
+        self._stop.set()
+        with self._socket_lock:
+            sock = self._socket
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv() in the other thread
+        if self._next_lock.acquire(blocking=False):
+            try:
+                self._items.close()  # nobody is inside it: finish it here
+            finally:
+                self._next_lock.release()
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _set_socket(self, sock: socket.socket | None) -> None:
+        with self._socket_lock:
+            old = self._socket
+            self._socket = sock
+        if old is not None and old is not sock:
+            old.close()
+
+    def _run(self) -> Generator[Notification | Event, None, None]:
+        driver = self._driver
+        stop = self._stop
+        sock: socket.socket | None = None
+        try:
+            while not stop.is_set():
+                action = driver.next_action(time.monotonic())
+                if type(action) is Deliver:
+                    for item in action.items:
+                        if stop.is_set():
+                            return
+                        yield item
+                elif type(action) is Receive:
+                    assert sock is not None
+                    try:
+                        if sock.gettimeout() != action.timeout:
+                            sock.settimeout(action.timeout)
+                        data = sock.recv(READ_SIZE)
+                    except TimeoutError:
+                        driver.timed_out(time.monotonic())
+                    except OSError as error:
+                        if stop.is_set():
+                            return
+                        driver.connection_lost(time.monotonic(), describe_error(error))
+                    else:
+                        if stop.is_set():
+                            return  # close() shut the socket down: not the server's end
+                        driver.data_received(time.monotonic(), data)
+                elif type(action) is Send:
+                    assert sock is not None
+                    try:
+                        sock.sendall(action.data)
+                    except OSError as error:
+                        if stop.is_set():
+                            return
+                        driver.connection_lost(time.monotonic(), describe_error(error))
+                elif type(action) is Connect:
+                    try:
+                        sock = socket.create_connection(
+                            (action.host, action.port), timeout=action.timeout
+                        )
+                    except OSError as error:
+                        driver.connect_failed(time.monotonic(), describe_error(error))
+                    else:
+                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        self._set_socket(sock)
+                        if stop.is_set():
+                            return
+                        driver.connected(time.monotonic())
+                elif type(action) is Sleep:
+                    stop.wait(action.delay)
+                elif type(action) is Disconnect:
+                    self._set_socket(None)
+                    sock = None
+                else:
+                    assert type(action) is Stop
+                    return
+        finally:
+            self._set_socket(None)
+
+
+def listen(
+    url: str,
+    *,
+    token: str | None = None,
+    events: bool = False,
+    policy: ProxyPolicy | None = None,
+    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+    profile: Profile = Profile.PROVIDER,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    random: Callable[[], float] | None = None,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+) -> Listener:
+    """Listen to the notifications of the server at ``url``: a blocking iterator.
+
+    It yields what the asyncio :func:`listen` yields and behaves the same:
+    notifications (every event with ``events=True``), a re-ask after every
+    end of a path with the policy's delay, ``3 * keepalive_interval``
+    seconds of silence as a broken path, the end after
+    ``AttemptsExhausted``. ``close()`` (from any thread) stops it.
+    """
+    driver = ListenDriver(
+        url,
+        token=token,
+        events=events,
+        policy=policy,
+        keepalive_interval=keepalive_interval,
+        profile=profile,
+        max_frame_size=max_frame_size,
+        random=random,
+        connect_timeout=connect_timeout,
+    )
+    return Listener(driver)
+
+
+# --- the server ----------------------------------------------------------------
+
+
+class _Wakeup:
+    """A socket pair a selector can wait on, set from any thread."""
+
+    def __init__(self) -> None:
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+
+    def fileno(self) -> int:
+        return self._reader.fileno()
+
+    def set(self) -> None:
+        # A full pair already holds a wake-up; a closed one has nobody to wake.
+        with contextlib.suppress(OSError):
+            self._writer.send(b"\0")
+
+    def clear(self) -> None:
+        with contextlib.suppress(OSError):
+            while self._reader.recv(4096):
+                pass
+
+    def close(self) -> None:
+        self._reader.close()
+        self._writer.close()
+
+
+class _Connection:
+    """One accepted connection, served by its own thread."""
+
+    def __init__(self, server: Server, sock: socket.socket) -> None:
+        self._server = server
+        self.socket = sock
+        self.wakeup = _Wakeup()
+        self.serving = ServingConnection(
+            server.hub,
+            wake=self.wakeup.set,
+            keepalive_interval=server.keepalive_interval,
+            token=server._token,
+            profile=server._profile,
+            channel_ids=server._channel_ids,
+            answers_exchanges=server._exchange_handler is not None,
+            queue_size=server._queue_size,
+            max_batch=server._max_batch,
+            hub_lock=server.lock,
+        )
+        self.thread = threading.Thread(
+            target=self._run, name=f"diverge-serve-{sock.fileno()}", daemon=True
+        )
+
+    def _run(self) -> None:
+        serving = self.serving
+        sock = self.socket
+        selector = selectors.DefaultSelector()
+        shut_down = False
+        try:
+            selector.register(sock, selectors.EVENT_READ)
+            selector.register(self.wakeup, selectors.EVENT_READ)
+            while True:
+                if self._server._closing and not shut_down:
+                    shut_down = True
+                    serving.shutdown()
+                now = time.monotonic()
+                out = serving.take_output(now) + serving.keepalive(now)
+                if out:
+                    sock.sendall(out)
+                if serving.done:
+                    return
+                if serving.exchange is not None:
+                    serving.answer_exchange(self._answer(serving))
+                    continue
+                if serving.has_backlog:
+                    continue
+                at = serving.keepalive_at
+                timeout = None if at is None else max(0.0, at - time.monotonic())
+                for key, _ in selector.select(timeout):
+                    if key.fileobj is sock:
+                        data = sock.recv(READ_SIZE)
+                        serving.receive(data, time.monotonic())
+                        if not data:
+                            selector.unregister(sock)
+                    else:
+                        self.wakeup.clear()
+        except OSError:
+            pass  # the peer went away, or close() gave up on it
+        finally:
+            serving.connection_lost()
+            selector.close()
+            sock.close()
+            self.wakeup.close()
+            self._server._forget(self)
+
+    def _answer(self, serving: ServingConnection) -> ExchangeResult | BaseException:
+        handler = self._server._exchange_handler
+        assert handler is not None and serving.exchange is not None
+        try:
+            return handler(serving.exchange)
+        except Exception as error:
+            return error
+
+    def force_close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)
+
+
+class Server:
+    """A blocking server of a hub running on background threads; see :func:`serve`.
+
+    ``url`` is its base URL. :meth:`publish` is safe from any thread.
+    :meth:`close` ends every open path cleanly and closes; ``with`` closes
+    on exit.
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        host: str,
+        port: int,
+        *,
+        token: str | None,
+        keepalive_interval: float,
+        profile: Profile,
+        exchange_handler: BlockingExchangeHandler | None,
+        queue_size: int | None,
+        max_batch: int,
+        close_timeout: float,
+    ) -> None:
+        if not keepalive_interval > 0:
+            raise ValueError(f"keepalive_interval must be positive, got {keepalive_interval!r}")
+        self.hub = hub
+        #: Held around every call into the hub; hold it too to call the hub directly.
+        self.lock = threading.RLock()
+        self.keepalive_interval = keepalive_interval
+        self._token = token
+        self._profile = profile
+        self._exchange_handler = exchange_handler
+        self._queue_size = queue_size
+        self._max_batch = max_batch
+        self._close_timeout = close_timeout
+        self._channel_ids = ChannelIds()
+        self._connections: set[_Connection] = set()
+        self._connections_lock = threading.Lock()
+        self._closing = False
+        self._wakeup = _Wakeup()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.create_server((host, port), family=family)
+        self._listener.setblocking(False)
+        name = self._listener.getsockname()
+        self.host = str(name[0])
+        self.port = int(name[1])
+        self._accept_thread = threading.Thread(
+            target=self._accept, name=f"diverge-accept-{self.port}", daemon=True
+        )
+        self._accept_thread.start()
+
+    @property
+    def url(self) -> str:
+        """The base URL, ``http://host:port``."""
+        return format_url(self.host, self.port)
+
+    @property
+    def connections(self) -> int:
+        """How many connections are open."""
+        with self._connections_lock:
+            return len(self._connections)
+
+    def publish(self, item: object) -> int:
+        """Publish ``item`` to every open path; safe from any thread.
+
+        Returns how many subscribers queued it (see ``Hub.publish``).
+        """
+        with self.lock:
+            return self.hub.publish(item)
+
+    def _accept(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self._listener, selectors.EVENT_READ)
+        selector.register(self._wakeup, selectors.EVENT_READ)
+        try:
+            while not self._closing:
+                selector.select()
+                if self._closing:
+                    return
+                try:
+                    sock, _ = self._listener.accept()
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    time.sleep(0.1)  # out of descriptors: let connections end first
+                    continue
+                sock.setblocking(True)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                connection = _Connection(self, sock)
+                with self._connections_lock:
+                    if self._closing:
+                        sock.close()
+                        connection.wakeup.close()
+                        return
+                    self._connections.add(connection)
+                connection.thread.start()
+        finally:
+            selector.close()
+
+    def _forget(self, connection: _Connection) -> None:
+        with self._connections_lock:
+            self._connections.discard(connection)
+
+    def close(self) -> None:
+        """End every open path cleanly, stop accepting, and close every connection.
+
+        Connections whose peer does not take the end within
+        ``close_timeout`` seconds (a stalled listener) are shut down.
+        """
+        with self._connections_lock:
+            if self._closing:
+                return
+            self._closing = True
+            connections = list(self._connections)
+        self._wakeup.set()
+        self._accept_thread.join()
+        self._listener.close()
+        self._wakeup.close()
+        for connection in connections:
+            connection.wakeup.set()
+        deadline = time.monotonic() + self._close_timeout
+        for connection in connections:
+            connection.thread.join(max(0.0, deadline - time.monotonic()))
+        for connection in connections:
+            if connection.thread.is_alive():
+                connection.force_close()
+                connection.thread.join(self._close_timeout)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def serve(
+    hub: Hub,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    token: str | None = None,
+    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+    profile: Profile = Profile.PROVIDER,
+    exchange_handler: BlockingExchangeHandler | None = None,
+    queue_size: int | None = None,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    close_timeout: float = 5.0,
+) -> Server:
+    """Serve ``hub`` on ``host``:``port`` (0 picks a free port) on background threads.
+
+    Returns the running :class:`Server`. The options are those of the
+    asyncio :func:`serve`; ``exchange_handler`` must return its answer
+    (it runs on the connection's thread).
+    """
+    return Server(
+        hub,
+        host,
+        port,
+        token=token,
+        keepalive_interval=keepalive_interval,
+        profile=profile,
+        exchange_handler=exchange_handler,
+        queue_size=queue_size,
+        max_batch=max_batch,
+        close_timeout=close_timeout,
+    )

@@ -1,0 +1,619 @@
+"""The command line: ``serve`` and ``listen`` end to end, their output and exit statuses.
+
+The end-to-end tests run ``python -m diverge_notifications`` as subprocesses
+on free loopback ports. Exit statuses 3 and 4 come from a raw-socket server
+that writes a scripted answer; the human view is checked under a
+pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import pty
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from interop import (
+    HANG_GUARD,
+    LAST_CHUNK,
+    PATH_HEAD,
+    ListenProcess,
+    ScriptedServer,
+    ServeProcess,
+    chunk,
+    cli_command,
+    cli_env,
+    free_port,
+)
+
+from diverge_notifications._terminal import LEVEL_STYLES, HumanView, color_wanted
+from diverge_notifications.adapters._common import ConnectionFailed
+from diverge_notifications.cli import (
+    EXIT_BROKEN,
+    EXIT_ERRORED,
+    EXIT_NO_CONNECTION,
+    EXIT_OK,
+    EXIT_USAGE,
+    MCP_MISSING_MESSAGE,
+    LineSplitter,
+    event_record,
+    main,
+    notification_line,
+)
+from diverge_notifications.sansio import (
+    AttemptsExhausted,
+    ErrorData,
+    FrameError,
+    FrameErrorReason,
+    LogLevel,
+    MessageRejected,
+    Notification,
+    NotificationReceived,
+    NotServed,
+    ReaskNeeded,
+    StreamBroken,
+    StreamEnded,
+    StreamErrored,
+    StreamOpened,
+    encode_frame,
+    encode_message,
+)
+from diverge_notifications.sansio.policy import RetryScheduled
+
+PUBLISHED = [
+    b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1,"total":2}}',
+    b'{"method":"notifications/message","params":{"data":"caf\xc3\xa9","level":"warning"},"extra":[1,2.5,null]}',
+    b'{"params":{"_meta":{"k":"v"}},"method":"notifications/acme/custom","jsonrpc":"2.0"}',
+    b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}',
+]
+KINDS = ["progress", "logging_message", "custom", "tool_list_changed"]
+
+
+def _frame(message: Notification | ErrorData) -> bytes:
+    return encode_frame(encode_message(message))
+
+
+def _listen_to_script(answer: bytes) -> tuple[int, list[dict[str, Any]], list[bytes], bytes]:
+    """Run ``listen --once --events`` against a server that writes ``answer``.
+
+    Returns the exit status, the event records, the standard-output lines
+    and the ask the server received.
+    """
+    server = ScriptedServer(answer)
+    with server, ListenProcess(server.url, "--once", "--events") as listen:
+        status = listen.wait()
+        return status, listen.events(), listen.notification_lines(), server.requests[0]
+
+
+# --- serve --stdin and listen, end to end -------------------------------------------
+
+
+def test_serve_stdin_publishes_to_listen_once() -> None:
+    serve = ServeProcess("--stdin", "--keepalive", "0.2")
+    with serve, ListenProcess(serve.url, "--once", "--events") as listen:
+        listen.wait_for_event("StreamOpened")
+        for line in PUBLISHED:
+            serve.send_line(line)
+        assert listen.stdout is not None
+        listen.stdout.wait_for_count(len(PUBLISHED))
+        # SIGINT: serve ends the open path cleanly, so listen sees StreamEnded.
+        assert serve.interrupt() == EXIT_OK
+        assert listen.wait() == EXIT_OK
+        assert listen.notification_lines() == PUBLISHED  # the bytes, unchanged, in order
+        events = listen.events()
+    names = [record["event"] for record in events]
+    assert names == ["StreamOpened", *["NotificationReceived"] * len(KINDS), "StreamEnded"]
+    assert isinstance(events[0]["channel"], str) and events[0]["channel"]
+    assert set(events[0]) == {"event", "channel"}
+    assert [record["kind"] for record in events[1:-1]] == KINDS
+    assert all(set(record) == {"event", "kind"} for record in events[1:-1])
+    assert events[-1] == {"event": "StreamEnded"}
+
+
+def test_bad_stdin_lines_are_reported_and_skipped() -> None:
+    good = b'{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x:/a"}}'
+    lines = [
+        b"not json at all",
+        b"[1, 2, 3]",
+        b'{"no": "method"}',
+        b'{"method": 5}',
+        b"",
+        b'{"method": "m", "params": 7}',
+        b"\xff\xfe",
+        good,
+    ]
+    serve = ServeProcess("--stdin")
+    with serve, ListenProcess(serve.url, "--once", "--events") as listen:
+        listen.wait_for_event("StreamOpened")
+        for line in lines:
+            serve.send_line(line)
+        assert listen.stdout is not None
+        listen.stdout.wait_for_count(1)
+        serve.stderr.wait_for_text("line 7:")
+        # End of standard input does not stop the server: a new path still opens.
+        serve.close_stdin()
+        with ListenProcess(serve.url, "--once", "--events") as second:
+            second.wait_for_event("StreamOpened")
+            assert serve.interrupt() == EXIT_OK
+            assert second.wait() == EXIT_OK
+        assert listen.wait() == EXIT_OK
+        assert listen.notification_lines() == [good]
+    reports = [line for line in serve.stderr.lines if line.startswith(b"line ")]
+    assert [line.split(b":", 1)[0] for line in reports] == [
+        b"line 1",
+        b"line 2",
+        b"line 3",
+        b"line 4",
+        b"line 6",
+        b"line 7",
+    ]
+    assert b"method" in reports[2]
+    assert all(line.endswith(b"skipped") for line in reports)
+
+
+def test_listen_with_token_and_refusal() -> None:
+    with ServeProcess("--token", "s3cret", stdin=False) as serve:
+        with ListenProcess(serve.url, "--once", "--events") as refused:
+            assert refused.wait() == EXIT_OK  # a refusal is "not served": exit 0
+            events = refused.events()
+        assert [record["event"] for record in events] == ["NotServed"]
+        assert events[0]["status"] == 401
+        assert isinstance(events[0]["reason"], str)
+        with ListenProcess(serve.url, "--once", "--events", "--token", "s3cret") as accepted:
+            accepted.wait_for_event("StreamOpened")
+            assert serve.interrupt(signal.SIGTERM) == EXIT_OK
+            assert accepted.wait() == EXIT_OK
+            # A clean end before any message: the ask was not served after all.
+            assert accepted.events()[-1]["event"] == "NotServed"
+            assert accepted.events()[-1]["status"] == 200
+
+
+def test_listen_without_once_runs_until_interrupted() -> None:
+    with ServeProcess("--stdin") as serve:
+        with ListenProcess(serve.url, "--events") as listen:
+            listen.wait_for_event("StreamOpened")
+            serve.send_line(PUBLISHED[0])
+            assert listen.stdout is not None
+            listen.stdout.wait_for_count(1)
+            assert listen.interrupt() == EXIT_OK
+            assert listen.notification_lines() == [PUBLISHED[0]]
+        assert serve.interrupt() == EXIT_OK
+
+
+# --- exit statuses from scripted answers ----------------------------------------------
+
+
+def test_exit_3_after_stream_errored() -> None:
+    error = ErrorData(code=-32603, message="the MCP server is gone", data={"retry": False})
+    answer = PATH_HEAD + chunk(_frame(error)) + LAST_CHUNK
+    status, events, lines, ask = _listen_to_script(answer)
+    assert status == EXIT_ERRORED
+    assert ask.startswith(b"POST /requests HTTP/1.1\r\n")
+    assert ask.endswith(b"\r\n\r\n\x04")
+    assert events == [
+        {"event": "StreamOpened", "channel": "c1"},
+        {
+            "event": "StreamErrored",
+            "error": {"code": -32603, "message": error.message, "data": {"retry": False}},
+        },
+    ]
+    assert lines == []
+
+
+def test_exit_4_after_stream_broken() -> None:
+    notification = Notification("notifications/message", {"level": "info", "data": "hi"})
+    # A notification, then half a frame, then the connection ends: abrupt.
+    answer = PATH_HEAD + chunk(_frame(notification)) + chunk(b"\x00\x00\x01\x00{")
+    status, events, lines, _ = _listen_to_script(answer)
+    assert status == EXIT_BROKEN
+    assert [record["event"] for record in events] == [
+        "StreamOpened",
+        "NotificationReceived",
+        "StreamBroken",
+    ]
+    assert isinstance(events[-1]["reason"], str) and events[-1]["reason"]
+    assert lines == [notification.to_bytes()]
+
+
+def test_message_rejected_is_reported_and_the_path_goes_on() -> None:
+    notification = Notification("notifications/prompts/list_changed")
+    answer = (
+        PATH_HEAD
+        + chunk(encode_frame(b"\x07{}") + _frame(notification))
+        + chunk(encode_frame(b"\x00[1]"))
+        + LAST_CHUNK
+    )
+    status, events, lines, _ = _listen_to_script(answer)
+    assert status == EXIT_OK
+    assert [record["event"] for record in events] == [
+        "StreamOpened",
+        "MessageRejected",
+        "NotificationReceived",
+        "MessageRejected",
+        "StreamEnded",
+    ]
+    assert "tag 7" in events[1]["reason"]
+    assert set(events[3]) == {"event", "reason"}
+    assert lines == [notification.to_bytes()]
+
+
+def test_not_served_on_a_clean_end_with_nothing() -> None:
+    answer = PATH_HEAD + LAST_CHUNK
+    status, events, lines, _ = _listen_to_script(answer)
+    assert status == EXIT_OK
+    assert lines == []
+    assert [record["event"] for record in events] == ["StreamOpened", "NotServed"]
+    assert events[-1]["status"] == 200
+
+
+def test_exit_1_when_no_connection_can_be_made() -> None:
+    port = free_port()  # nobody listens there
+    with ListenProcess(f"http://127.0.0.1:{port}", "--once", "--events") as listen:
+        assert listen.wait() == EXIT_NO_CONNECTION
+        events = listen.events()
+    assert [record["event"] for record in events] == ["ConnectionFailed"]
+    assert isinstance(events[0]["reason"], str) and events[0]["reason"]
+
+
+def test_serve_exits_1_when_the_port_is_taken() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            cli_command("serve", "--port", str(port)),
+            capture_output=True,
+            env=cli_env(),
+            timeout=HANG_GUARD,
+            check=False,
+        )
+    assert result.returncode == EXIT_NO_CONNECTION
+    assert b"cannot listen" in result.stderr
+
+
+# --- usage errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["not a url", "ftp://127.0.0.1:8080", "http://", "http://127.0.0.1:99999", "http://h/?q=1"],
+)
+def test_malformed_url_exits_2(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["listen", url, "--once"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "malformed URL" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["frobnicate"],
+        ["listen"],
+        ["listen", "http://127.0.0.1:1", "--bogus"],
+        ["serve", "--port", "http"],
+        ["serve", "--port", "70000"],
+        ["serve", "--keepalive", "0"],
+        ["serve", "--keepalive", "nan"],
+        ["serve", "--log-level", "INFO"],
+        ["serve", "--mcp-stdio", "x", "--mcp-url", "http://127.0.0.1:1/mcp"],
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    assert raised.value.code == EXIT_USAGE
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_malformed_url_exits_2_as_a_process() -> None:
+    result = subprocess.run(
+        cli_command("listen", "127.0.0.1:8080"),
+        capture_output=True,
+        env=cli_env(),
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert result.returncode == EXIT_USAGE
+    assert b"malformed URL" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "option", [["--mcp-stdio", "python -m some_server"], ["--mcp-url", "http://127.0.0.1:1/mcp"]]
+)
+def test_mcp_options_without_mcp_exit_2(option: list[str]) -> None:
+    hide_mcp = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "from diverge_notifications.cli import main\n"
+        f"raise SystemExit(main(['serve', '--port', '0', '--stdin', *{option!r}]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", hide_mcp],
+        capture_output=True,
+        env=cli_env(),
+        timeout=HANG_GUARD,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.decode().strip() == MCP_MISSING_MESSAGE
+
+
+def _mcp_installed() -> bool:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_mcp = pytest.mark.skipif(not _mcp_installed(), reason="the 'mcp' extra is not installed")
+
+
+@needs_mcp
+def test_serve_relays_an_mcp_server_over_stdio() -> None:
+    example = f"{sys.executable} -m diverge_notifications.examples.mcp_server --interval 0.2"
+    serve = ServeProcess("--mcp-stdio", example, "--log-level", "warning", stdin=False)
+    with serve, ListenProcess(serve.url, "--once", "--events") as listen:
+        subscribed = serve.stderr.wait_for_text('"event":"McpSubscribed"')
+        assert b'"log_level":"warning"' in subscribed
+        assert listen.stdout is not None
+        listen.stdout.wait(lambda lines: any(b"/example/tick" in line for line in lines))
+        assert serve.interrupt() == EXIT_OK
+        assert listen.wait() == EXIT_OK
+        received = [json.loads(line) for line in listen.notification_lines()]
+    levels = {n["params"]["level"] for n in received if n["method"] == "notifications/message"}
+    assert levels <= {"warning", "error", "critical", "alert", "emergency"}
+
+
+@needs_mcp
+def test_serve_exits_1_when_the_mcp_bridge_fails() -> None:
+    result = subprocess.run(
+        cli_command("serve", "--port", "0", "--mcp-stdio", "no-such-mcp-server-command --x"),
+        capture_output=True,
+        env=cli_env(),
+        timeout=HANG_GUARD,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == EXIT_NO_CONNECTION
+    assert b"the MCP bridge failed" in result.stderr
+    assert b"no-such-mcp-server-command" in result.stderr
+
+
+def test_core_commands_import_neither_mcp_nor_trio() -> None:
+    probe = (
+        "import sys\n"
+        "import diverge_notifications.cli, diverge_notifications.demo\n"
+        "import diverge_notifications._terminal, diverge_notifications.adapters.asyncio\n"
+        "print(sorted(m for m in ('mcp', 'trio') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        env=cli_env(),
+        timeout=HANG_GUARD,
+        check=True,
+    )
+    assert result.stdout.strip() == b"[]"
+
+
+# --- the human view under a pseudo-terminal ------------------------------------------------
+
+
+def _read_pty(master: int, into: bytearray, lock: threading.Lock) -> None:
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO once the other side is closed
+            return
+        if not data:
+            return
+        with lock:
+            into += data
+
+
+def _run_human_listen(no_color: bool) -> bytes:
+    env = cli_env(TERM="xterm-256color", NO_COLOR="1" if no_color else None)
+    progress = [
+        Notification(
+            "notifications/progress",
+            {"progressToken": "build", "progress": step, "total": 4, "message": f"step {step}"},
+        )
+        for step in (1, 2, 4)
+    ]
+    logs = [
+        Notification("notifications/message", {"level": level, "data": f"{level} text"})
+        for level in ("info", "warning", "error")
+    ]
+    changed = Notification("notifications/resources/list_changed")
+    output = bytearray()
+    lock = threading.Lock()
+    with ServeProcess("--stdin") as serve:
+        master, slave = pty.openpty()
+        try:
+            listen = subprocess.Popen(
+                cli_command("listen", serve.url, "--once"),
+                stdin=slave,
+                stdout=slave,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+        finally:
+            os.close(slave)
+        reader = threading.Thread(target=_read_pty, args=(master, output, lock), daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + HANG_GUARD
+            while b"listening on channel" not in bytes(output):
+                assert listen.poll() is None and time.monotonic() < deadline, bytes(output)
+                time.sleep(0.02)
+            serve.send_line(progress[0].to_bytes())
+            serve.send_line(logs[0].to_bytes())
+            serve.send_line(progress[1].to_bytes())
+            serve.send_line(logs[1].to_bytes())
+            serve.send_line(changed.to_bytes())
+            serve.send_line(logs[2].to_bytes())
+            serve.send_line(progress[2].to_bytes())
+            while b"100%" not in bytes(output):
+                assert time.monotonic() < deadline, bytes(output)
+                time.sleep(0.02)
+            assert serve.interrupt() == EXIT_OK
+            assert listen.wait(HANG_GUARD) == EXIT_OK
+        finally:
+            if listen.poll() is None:
+                listen.kill()
+                listen.wait()
+            assert listen.stderr is not None
+            listen.stderr.close()
+            reader.join(HANG_GUARD)
+            os.close(master)
+    return bytes(output)
+
+
+def test_human_view_on_a_terminal() -> None:
+    output = _run_human_listen(no_color=False)
+    text = output.decode("utf-8")
+    assert "build" in text and "█" in text  # the progress bar
+    assert "1/4" in text and "2/4" in text and "100% 4/4" in text
+    assert "\x1b[1A" in text or "\x1b[2A" in text  # redrawn in place
+    warning = f"\x1b[{LEVEL_STYLES[LogLevel.WARNING]}mwarning"
+    error = f"\x1b[{LEVEL_STYLES[LogLevel.ERROR]}merror"
+    assert warning in text and "warning text" in text
+    assert error in text and "error text" in text
+    assert "resources list changed" in text
+    assert "the path ended cleanly" in text
+    assert "{" not in text  # no JSON lines on a terminal
+
+
+def test_human_view_respects_no_color() -> None:
+    text = _run_human_listen(no_color=True).decode("utf-8")
+    assert "warning text" in text and "error text" in text and "100% 4/4" in text
+    assert "\x1b[3" not in text and "\x1b[1;" not in text and "\x1b[2m" not in text
+
+
+# --- output records and line handling, in process ---------------------------------------------
+
+
+def test_event_records() -> None:
+    progress = Notification("notifications/progress", {"progressToken": 1, "progress": 0.5})
+    frame_error = FrameError(FrameErrorReason.UNKNOWN_TAG, "unknown message tag 9", tag=9)
+    cases = [
+        (StreamOpened(channel="c7"), {"event": "StreamOpened", "channel": "c7"}),
+        (
+            NotificationReceived(notification=progress),
+            {"event": "NotificationReceived", "kind": "progress"},
+        ),
+        (
+            NotServed(status=404, reason="not found"),
+            {"event": "NotServed", "status": 404, "reason": "not found"},
+        ),
+        (
+            StreamErrored(error=ErrorData(code=-32002, message="gone")),
+            {"event": "StreamErrored", "error": {"code": -32002, "message": "gone"}},
+        ),
+        (StreamBroken(reason="reset"), {"event": "StreamBroken", "reason": "reset"}),
+        (StreamEnded(), {"event": "StreamEnded"}),
+        (ReaskNeeded(), {"event": "ReaskNeeded"}),
+        (
+            RetryScheduled(delay=0.25, attempt=2),
+            {"event": "RetryScheduled", "delay": 0.25, "attempt": 2},
+        ),
+        (AttemptsExhausted(attempts=5), {"event": "AttemptsExhausted", "attempts": 5}),
+        (ConnectionFailed(reason="refused"), {"event": "ConnectionFailed", "reason": "refused"}),
+        (
+            MessageRejected(error=frame_error, payload=b"\x09{}"),
+            {"event": "MessageRejected", "reason": "unknown message tag 9"},
+        ),
+    ]
+    for event, expected in cases:
+        record = event_record(event)
+        assert record == expected
+        assert json.loads(json.dumps(record)) == expected
+
+
+def test_notification_line_keeps_bytes_and_stays_one_line() -> None:
+    raw = b'{"method" : "x/y",  "params":{"b":1,"a":"\xe2\x82\xac"}}'
+    assert notification_line(Notification.from_bytes(raw)) == raw + b"\n"
+    spread = b'{\n  "method": "x/y",\r\n  "params": {"z": 1, "a": 2}\n}'
+    line = notification_line(Notification.from_bytes(spread))
+    assert line == b'{"method":"x/y","params":{"z":1,"a":2}}\n'
+
+
+def _split_all(chunks: list[bytes], max_line: int = 64) -> list[tuple[int, bytes | None]]:
+    splitter = LineSplitter(max_line)
+    lines: list[tuple[int, bytes | None]] = []
+    for piece in chunks:
+        lines += splitter.feed(piece)
+    return lines + splitter.close()
+
+
+STDIN_SAMPLE = b'{"method":"a"}\n\nnot json\r\n' + b"x" * 200 + b"\nlast\n" + b"y" * 100 + b"\ntail"
+STDIN_LINES: list[tuple[int, bytes | None]] = [
+    (1, b'{"method":"a"}'),
+    (2, b""),
+    (3, b"not json\r"),
+    (4, None),
+    (5, b"last"),
+    (6, None),
+    (7, b"tail"),
+]
+
+
+def test_line_splitter_whole_and_byte_at_a_time() -> None:
+    assert _split_all([STDIN_SAMPLE]) == STDIN_LINES
+    assert _split_all([bytes([byte]) for byte in STDIN_SAMPLE]) == STDIN_LINES
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(STDIN_SAMPLE)), max_size=12))
+def test_line_splitter_random_splits(cuts: list[int]) -> None:
+    bounds = [0, *sorted(cuts), len(STDIN_SAMPLE)]
+    chunks = [STDIN_SAMPLE[start:end] for start, end in itertools.pairwise(bounds)]
+    assert _split_all(chunks) == STDIN_LINES
+
+
+def test_human_view_in_process() -> None:
+    stream = io.StringIO()
+    view = HumanView(stream, color=False, live=False, width=100)
+    view.event(StreamOpened(channel="c1"))
+    for step in (1, 3):
+        view.notification(
+            Notification(
+                "notifications/progress", {"progressToken": 9, "progress": step, "total": 3}
+            )
+        )
+    view.notification(Notification("notifications/message", {"level": "notice", "data": {"a": 1}}))
+    view.notification(Notification("notifications/cancelled", {"requestId": 4, "reason": "late"}))
+    view.notification(Notification("vendor/thing", {"x": [1, 2]}))
+    view.event(StreamBroken(reason="reset by peer"))
+    view.event(RetryScheduled(delay=0.5, attempt=1))
+    view.event(ConnectionFailed(reason="refused"))
+    view.close()
+    text = stream.getvalue()
+    assert "\x1b" not in text
+    assert "#9" in text and "1/3" in text and "100% 3/3" in text
+    assert 'notice    {"a":1}' in text
+    assert "request 4 cancelled: late" in text
+    assert 'vendor/thing {"x":[1,2]}' in text
+    assert "the path broke: reset by peer" in text
+    assert "asking again in 0.50 s (attempt 1)" in text
+    assert "could not connect: refused" in text
+
+
+def test_color_wanted() -> None:
+    assert color_wanted({"TERM": "xterm"})
+    assert color_wanted({"TERM": "xterm", "NO_COLOR": ""})
+    assert not color_wanted({"TERM": "xterm", "NO_COLOR": "1"})
+    assert not color_wanted({"TERM": "dumb"})
