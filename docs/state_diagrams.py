@@ -67,6 +67,18 @@ DIAGRAMS: list[Diagram] = [
         "diverge_notifications.sansio.sequence:TRANSITIONS",
         select="CONTAINER",
     ),
+    Diagram(
+        "ServerConnection: one ask on one HTTP/1.1 connection (provider profile)",
+        "diverge_notifications.sansio.server:SERVER_TRANSITIONS",
+    ),
+    Diagram(
+        "ServerConnection: container profile",
+        "diverge_notifications.sansio.server:CONTAINER_SERVER_TRANSITIONS",
+    ),
+    Diagram(
+        "ProxyPolicy: when the proxy may ask",
+        "diverge_notifications.sansio.policy:POLICY_TRANSITIONS",
+    ),
 ]
 
 _HEADER = """\
@@ -78,7 +90,8 @@ Each diagram below is drawn from the table the code runs on. An arrow is
 one row of the table, labelled *input / outcome*; `[*]` marks where a
 machine starts and where it ends. Inputs a state does not list are not in
 the table: in a final state everything is discarded. See
-[proxy.md](proxy.md) for what the states and events mean.
+[proxy.md](proxy.md), [server.md](server.md) and [policy.md](policy.md)
+for what the states and events mean.
 """
 
 

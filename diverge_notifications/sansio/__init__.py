@@ -54,7 +54,7 @@ from .mcp import (
 )
 from .messages import decode_message, encode_message
 from .policy import AttemptsExhausted, Backoff, ProxyPolicy, RetryScheduled
-from .proxy import ExchangeConnection, ProxyConnection
+from .proxy import ExchangeConnection, ProxyConnection, ProxyState
 from .sequence import PathState, Profile, SequenceMachine
 from .server import (
     AskRefused,
@@ -110,6 +110,7 @@ __all__ = [
     "ProtocolError",
     "ProxyConnection",
     "ProxyPolicy",
+    "ProxyState",
     "ReaskNeeded",
     "ResourceUpdated",
     "ResultReceived",

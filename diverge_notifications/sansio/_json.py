@@ -73,9 +73,31 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-_decoder = json.JSONDecoder(
+# The bounded number hooks are Python calls, one per number: paid only when a
+# number could be out of range. A number without a run of 20 digits and
+# without a 3-digit exponent is below 10**120, so the plain decoder is exact.
+_checked_decoder = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int
 )
+_plain_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+# One C-level pass gives the shape of the text: digits become "0", exponent
+# letters "e", brackets "[", signs are deleted and everything else is " ".
+# Plain substring searches over it then say whether a number could be out of
+# range and how deep the nesting could be (a regular expression is several
+# times slower here than json.loads itself).
+_SHAPE_TABLE = bytes(
+    ord("0")
+    if 0x30 <= byte <= 0x39
+    else ord("e")
+    if byte in b"eE"
+    else ord("[")
+    if byte in b"[{"
+    else ord(" ")
+    for byte in range(256)
+)
+_LONG_DIGITS = b"0" * 20
+
+
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
@@ -87,7 +109,11 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
     except UnicodeDecodeError as error:
         raise JsonError(f"invalid UTF-8 at byte {error.start}") from None
     try:
-        value = _decoder.decode(text)
+        shape = raw.translate(_SHAPE_TABLE, b"+-")
+        if _LONG_DIGITS not in shape and b"e000" not in shape:
+            value = _plain_decoder.decode(text)
+        else:
+            value = _checked_decoder.decode(text)
     except JsonError:
         raise
     except json.JSONDecodeError as error:
@@ -100,7 +126,7 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
         raise JsonError(str(error).split("\n", 1)[0]) from None
     # Cheap pre-checks first: both walks below are skipped for ordinary
     # messages, which keeps decoding within a small factor of json.loads.
-    if raw.count(b"[") + raw.count(b"{") >= MAX_DEPTH:
+    if shape.count(b"[") >= MAX_DEPTH:
         _check_depth(value)
     if _SURROGATE_ESCAPE.search(raw) is not None:
         _check_surrogates(value)
@@ -108,18 +134,18 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
 
 
 def _check_depth(value: Any) -> None:
+    if type(value) is not dict and type(value) is not list:
+        return
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
         if depth >= MAX_DEPTH:
             raise JsonError(_DEPTH_DETAIL)
-        stack.extend((child, depth + 1) for child in children)
+        children = item.values() if type(item) is dict else item
+        # Only containers go on the stack: scalars cannot nest.
+        stack.extend(
+            (child, depth + 1) for child in children if type(child) is dict or type(child) is list
+        )
 
 
 def _check_surrogates(value: Any) -> None:
