@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import ask_bytes, asks, channel_request_bytes, channel_requests
+from test_messages import decoding_all_ways, documented_dump
 
 from diverge_notifications.sansio import (
     Ask,
@@ -25,6 +27,8 @@ from diverge_notifications.sansio import (
 )
 from diverge_notifications.sansio.asks import channel_request_for
 
+Decoded = TypeVar("Decoded")
+
 # The documented examples (docs/protocol.md).
 NOTIFICATIONS_ASK = bytes.fromhex("04")
 CALL_TOOL_ASK = bytes.fromhex(
@@ -35,46 +39,68 @@ CALL_TOOL_ASK = bytes.fromhex(
 POSTGRES_REQUEST = bytes.fromhex("000000002a")  # tag 0, connection id 42
 NOTIFICATIONS_REQUEST = bytes.fromhex("05")
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
+decode_ask_all_ways = decoding_all_ways(decode_ask, AskError)
+decode_request_all_ways = decoding_all_ways(decode_channel_request, AskError)
 
 
-def documented_dump(name: str) -> bytes:
-    """The bytes of the hex dump labelled ``<!-- dump: name -->`` in docs/protocol.md."""
-    text = DOCS.read_text(encoding="utf-8")
-    block = text.split(f"<!-- dump: {name} -->", 1)[1].split("```text\n", 1)[1]
-    block = block.split("```", 1)[0]
-    data = bytearray()
-    for line in block.splitlines():
-        offset, rest = line.split("  ", 1)
-        assert int(offset, 16) == len(data)
-        data += bytes.fromhex(rest.split("|", 1)[0])
-    return bytes(data)
+@dataclass(frozen=True)
+class Codec(Generic[Decoded]):
+    """One of the two ``[byte][payload]`` codecs, and what sets it apart from the other."""
+
+    #: Decodes from bytes, bytearray and memoryview alike (see ``decoding_all_ways``).
+    decode: Callable[[bytes], Decoded]
+    encode: Callable[[Decoded], bytes]
+    #: The first bytes whose payload is MCP params JSON.
+    mcp_tags: tuple[int, ...]
+    #: The notifications input, whose first byte makes the codec ignore what follows it.
+    notifications: bytes
+    notifications_value: Decoded
+    #: First bytes the codec does not define.
+    unknown_tags: tuple[int, ...]
+    #: The details of the errors for no bytes and an unknown first byte (``{tag}``).
+    empty_detail: str
+    unknown_detail: str
+    #: Generated values, and generated inputs (mostly valid, some mangled).
+    values: st.SearchStrategy[Decoded]
+    inputs: st.SearchStrategy[bytes]
 
 
-def decode_ask_all_ways(data: bytes) -> Ask:
-    results: list[Ask | AskError] = []
-    for view in (data, bytearray(data), memoryview(b"\xaa" + data)[1:]):
-        try:
-            results.append(decode_ask(view))
-        except AskError as error:
-            results.append(error)
-    assert results[0] == results[1] == results[2]
-    if isinstance(results[0], AskError):
-        raise results[0]
-    return results[0]
+ASK = Codec(
+    decode=decode_ask_all_ways,
+    encode=encode_ask,
+    mcp_tags=(0, 1, 2, 3),
+    notifications=NOTIFICATIONS_ASK,
+    notifications_value=Ask(exchange=Exchange.NOTIFICATIONS),
+    unknown_tags=(5, 6, 0x7B, 255),
+    empty_detail="ask is empty: no kind byte",
+    unknown_detail="unknown ask kind {tag} (kinds are 0 to 4)",
+    values=asks(),
+    inputs=ask_bytes(),
+)
+# Seed 003 words these error details.
+CHANNEL_REQUEST = Codec(
+    decode=decode_request_all_ways,
+    encode=encode_channel_request,
+    mcp_tags=(1, 2, 3, 4),
+    notifications=NOTIFICATIONS_REQUEST,
+    notifications_value=ChannelRequest(tag=ChannelRequestTag.MCP_NOTIFICATIONS),
+    unknown_tags=(6, 7, 0x7B, 255),
+    empty_detail="agents begin channel request frame is empty",
+    unknown_detail="unknown agents begin channel request tag {tag}",
+    values=channel_requests(),
+    inputs=channel_request_bytes(),
+)
+CODECS: dict[str, Codec[Any]] = {"ask": ASK, "channel_request": CHANNEL_REQUEST}
+EACH_CODEC = [pytest.param(codec, id=name) for name, codec in CODECS.items()]
 
 
-def decode_request_all_ways(data: bytes) -> ChannelRequest:
-    results: list[ChannelRequest | AskError] = []
-    for view in (data, bytearray(data), memoryview(b"\xaa" + data)[1:]):
-        try:
-            results.append(decode_channel_request(view))
-        except AskError as error:
-            results.append(error)
-    assert results[0] == results[1] == results[2]
-    if isinstance(results[0], AskError):
-        raise results[0]
-    return results[0]
+def each_codec_with(cases: Callable[[Codec[Any]], tuple[int, ...]]) -> list[Any]:
+    """``(codec, case)`` parameters: every codec, with each of its ``cases(codec)``."""
+    return [
+        pytest.param(codec, case, id=f"{name}-{case}")
+        for name, codec in CODECS.items()
+        for case in cases(codec)
+    ]
 
 
 # --- provider ask -------------------------------------------------------------------
@@ -111,58 +137,6 @@ def test_ask_kinds(data: bytes, expected: Ask) -> None:
     assert ask == expected
     assert ask.exchange.value == data[0]
     assert encode_ask(ask) == data  # params bytes are kept as received
-
-
-@pytest.mark.parametrize("rest", [b"x", b"\x00", b'{"a":1}', b"\xff\xfe", b"\x04" * 100])
-def test_kind_4_ignores_trailing_bytes(rest: bytes) -> None:
-    ask = decode_ask_all_ways(b"\x04" + rest)
-    assert ask == Ask(exchange=Exchange.NOTIFICATIONS)
-    assert ask.params is None
-    assert encode_ask(ask) == b"\x04"
-
-
-def test_ask_empty() -> None:
-    with pytest.raises(AskError) as caught:
-        decode_ask_all_ways(b"")
-    assert caught.value.reason is AskErrorReason.EMPTY
-    assert caught.value.tag is None
-    assert caught.value.detail == "ask is empty: no kind byte"
-
-
-@pytest.mark.parametrize("kind", [5, 6, 0x7B, 255])
-def test_ask_unknown_kind(kind: int) -> None:
-    with pytest.raises(AskError) as caught:
-        decode_ask_all_ways(bytes((kind,)) + b"{}")
-    assert caught.value.reason is AskErrorReason.UNKNOWN_TAG
-    assert caught.value.tag == kind
-    assert caught.value.detail == f"unknown ask kind {kind} (kinds are 0 to 4)"
-
-
-@pytest.mark.parametrize("kind", [0, 1, 2, 3])
-@pytest.mark.parametrize(
-    ("payload", "detail"),
-    [
-        (b"", "Expecting value at offset 0"),
-        (b"[]", "expected a JSON object or null"),
-        (b'"name"', "expected a JSON object or null"),
-        (b"1", "expected a JSON object or null"),
-        (b"{", "Expecting property name enclosed in double quotes"),
-        (b'{"a":NaN}', "non-standard JSON constant NaN"),
-        (b'{"a":1e400}', "number out of range"),
-        (b'{"a":"\xff"}', "invalid UTF-8 at byte 6"),
-        (b'{"a":"\\ud800"}', "lone surrogate"),
-        (b"[" * 10**5, "nested 128 deep"),
-        (b"{} {}", "Extra data"),
-    ],
-)
-def test_ask_bad_params(kind: int, payload: bytes, detail: str) -> None:
-    with pytest.raises(AskError) as caught:
-        decode_ask_all_ways(bytes((kind,)) + payload)
-    error = caught.value
-    assert error.reason is AskErrorReason.MCP_PARAMS
-    assert error.tag == kind
-    assert error.detail.startswith("mcp request params did not parse: ")
-    assert detail in error.detail
 
 
 def test_ask_built_without_params_encodes_null() -> None:
@@ -242,53 +216,6 @@ def test_postgres_connection_id_of_the_wrong_length(length: int) -> None:
     assert caught.value.detail == f"postgres connection id must be 4 bytes, not {length}"
 
 
-@pytest.mark.parametrize("tag", [1, 2, 3, 4])
-@pytest.mark.parametrize(
-    ("payload", "detail"),
-    [
-        (b"", "Expecting value at offset 0"),
-        (b"[1]", "expected a JSON object or null"),
-        (b"true", "expected a JSON object or null"),
-        (b'{"a":Infinity}', "non-standard JSON constant Infinity"),
-        (b"\xc3\x28", "invalid UTF-8 at byte 0"),
-    ],
-)
-def test_channel_request_mcp_params_errors(tag: int, payload: bytes, detail: str) -> None:
-    with pytest.raises(AskError) as caught:
-        decode_request_all_ways(bytes((tag,)) + payload)
-    error = caught.value
-    assert error.reason is AskErrorReason.MCP_PARAMS
-    assert error.tag == tag
-    # seed 003: "mcp request params did not parse: {error}"
-    assert str(error).startswith("mcp request params did not parse: ")
-    assert detail in str(error)
-
-
-@pytest.mark.parametrize("rest", [b"\x00", b"null", b"{not json", b"\xff" * 64])
-def test_tag_5_ignores_trailing_bytes(rest: bytes) -> None:
-    request = decode_request_all_ways(b"\x05" + rest)
-    assert request == ChannelRequest(tag=ChannelRequestTag.MCP_NOTIFICATIONS)
-    assert encode_channel_request(request) == b"\x05"
-
-
-@pytest.mark.parametrize("tag", [6, 7, 0x7B, 255])
-def test_channel_request_unknown_tag(tag: int) -> None:
-    with pytest.raises(AskError) as caught:
-        decode_request_all_ways(bytes((tag,)) + b"{}")
-    assert caught.value.reason is AskErrorReason.UNKNOWN_TAG
-    assert caught.value.tag == tag
-    # seed 003: "unknown agents begin channel request tag {tag}"
-    assert str(caught.value) == f"unknown agents begin channel request tag {tag}"
-
-
-def test_channel_request_empty() -> None:
-    with pytest.raises(AskError) as caught:
-        decode_request_all_ways(b"")
-    assert caught.value.reason is AskErrorReason.EMPTY
-    # seed 003: "agents begin channel request frame is empty"
-    assert str(caught.value) == "agents begin channel request frame is empty"
-
-
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
@@ -317,50 +244,96 @@ def test_channel_request_for_an_exchange(exchange: Exchange) -> None:
     assert encode_channel_request(request)[1:] == encode_ask(ask)[1:]
 
 
+# --- what both codecs share ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", EACH_CODEC)
+def test_empty(codec: Codec[Any]) -> None:
+    with pytest.raises(AskError) as caught:
+        codec.decode(b"")
+    assert caught.value.reason is AskErrorReason.EMPTY
+    assert caught.value.tag is None
+    assert caught.value.detail == str(caught.value) == codec.empty_detail
+
+
+@pytest.mark.parametrize(("codec", "tag"), each_codec_with(lambda codec: codec.unknown_tags))
+def test_unknown_tag(codec: Codec[Any], tag: int) -> None:
+    with pytest.raises(AskError) as caught:
+        codec.decode(bytes((tag,)) + b"{}")
+    assert caught.value.reason is AskErrorReason.UNKNOWN_TAG
+    assert caught.value.tag == tag
+    assert caught.value.detail == str(caught.value) == codec.unknown_detail.format(tag=tag)
+
+
+@pytest.mark.parametrize(("codec", "tag"), each_codec_with(lambda codec: codec.mcp_tags))
+@pytest.mark.parametrize(
+    ("payload", "detail"),
+    [
+        (b"", "Expecting value at offset 0"),
+        (b"[]", "expected a JSON object or null"),
+        (b"[1]", "expected a JSON object or null"),
+        (b'"name"', "expected a JSON object or null"),
+        (b"1", "expected a JSON object or null"),
+        (b"true", "expected a JSON object or null"),
+        (b"{", "Expecting property name enclosed in double quotes"),
+        (b'{"a":NaN}', "non-standard JSON constant NaN"),
+        (b'{"a":Infinity}', "non-standard JSON constant Infinity"),
+        (b'{"a":1e400}', "number out of range"),
+        (b'{"a":"\xff"}', "invalid UTF-8 at byte 6"),
+        (b"\xc3\x28", "invalid UTF-8 at byte 0"),
+        (b'{"a":"\\ud800"}', "lone surrogate"),
+        (b"[" * 10**5, "nested 128 deep"),
+        (b"{} {}", "Extra data"),
+    ],
+)
+def test_bad_mcp_params(codec: Codec[Any], tag: int, payload: bytes, detail: str) -> None:
+    with pytest.raises(AskError) as caught:
+        codec.decode(bytes((tag,)) + payload)
+    error = caught.value
+    assert error.reason is AskErrorReason.MCP_PARAMS
+    assert error.tag == tag
+    # seed 003: "mcp request params did not parse: {error}"
+    assert error.detail == str(error)
+    assert error.detail.startswith("mcp request params did not parse: ")
+    assert detail in error.detail
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [b"x", b"\x00", b"null", b'{"a":1}', b"{not json", b"\xff\xfe", b"\xff" * 64, b"\x04" * 100],
+)
+@pytest.mark.parametrize("codec", EACH_CODEC)
+def test_notifications_ignore_trailing_bytes(codec: Codec[Any], rest: bytes) -> None:
+    decoded = codec.decode(codec.notifications + rest)
+    assert decoded == codec.notifications_value
+    assert decoded.params is None
+    assert codec.encode(decoded) == codec.notifications
+
+
 # --- properties ---------------------------------------------------------------------------
 
 
-def _expected_reencoding(data: bytes, ignores_rest: int) -> bytes:
-    """Kind 4 / tag 5 drop whatever follows the first byte; all else comes back whole."""
-    return data[:1] if data[0] == ignores_rest else data
-
-
+@pytest.mark.parametrize("codec", EACH_CODEC)
 @settings(max_examples=150)
-@given(asks())
-def test_ask_decode_inverts_encode(ask: Ask) -> None:
-    data = encode_ask(ask)
-    assert decode_ask(data) == ask
-    assert encode_ask(decode_ask(data)) == data
+@given(st.data())
+def test_decode_inverts_encode(codec: Codec[Any], data: st.DataObject) -> None:
+    value = data.draw(codec.values, label="value")
+    encoded = codec.encode(value)
+    assert codec.decode(encoded) == value
+    assert codec.encode(codec.decode(encoded)) == encoded
 
 
-@settings(max_examples=150)
-@given(channel_requests())
-def test_channel_request_decode_inverts_encode(request: ChannelRequest) -> None:
-    data = encode_channel_request(request)
-    assert decode_channel_request(data) == request
-    assert encode_channel_request(decode_channel_request(data)) == data
-
-
+@pytest.mark.parametrize("codec", EACH_CODEC)
 @settings(max_examples=200)
-@given(st.one_of(ask_bytes(), st.binary()))
-def test_decode_ask_is_total_and_encode_inverts_it(data: bytes) -> None:
+@given(st.data())
+def test_decode_is_total_and_encode_inverts_it(codec: Codec[Any], data: st.DataObject) -> None:
+    raw = data.draw(st.one_of(codec.inputs, st.binary()), label="raw")
     try:
-        ask = decode_ask(data)
+        value = codec.decode(raw)
     except AskError as error:
         assert isinstance(error.reason, AskErrorReason)
         assert error.detail
         return
-    assert encode_ask(ask) == _expected_reencoding(data, Exchange.NOTIFICATIONS)
-
-
-@settings(max_examples=200)
-@given(st.one_of(channel_request_bytes(), st.binary()))
-def test_decode_channel_request_is_total_and_encode_inverts_it(data: bytes) -> None:
-    try:
-        request = decode_channel_request(data)
-    except AskError as error:
-        assert isinstance(error.reason, AskErrorReason)
-        assert error.detail
-        return
-    expected = _expected_reencoding(data, ChannelRequestTag.MCP_NOTIFICATIONS)
-    assert encode_channel_request(request) == expected
+    # Notifications drop whatever follows their first byte; all else comes back whole.
+    expected = codec.notifications if raw[:1] == codec.notifications else raw
+    assert codec.encode(value) == expected

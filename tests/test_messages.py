@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -37,6 +39,8 @@ ERROR_MESSAGE = bytes.fromhex(
     "20676f6e65227d"
 )
 
+Decoded = TypeVar("Decoded")
+
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 
 
@@ -53,18 +57,31 @@ def documented_dump(name: str) -> bytes:
     return bytes(data)
 
 
-def decode_all_ways(data: bytes) -> Message:
-    """Decode from bytes, bytearray and an offset memoryview; all must agree."""
-    results = []
-    for view in (data, bytearray(data), memoryview(b"\xaa" + data)[1:]):
-        try:
-            results.append(decode_message(view))
-        except FrameError as error:
-            results.append(error)  # type: ignore[arg-type]
-    assert results[0] == results[1] == results[2]
-    if isinstance(results[0], FrameError):
-        raise results[0]
-    return results[0]
+def decoding_all_ways(
+    decode: Callable[[bytes | bytearray | memoryview], Decoded], error: type[Exception]
+) -> Callable[[bytes], Decoded]:
+    """``decode`` made to decode from bytes, bytearray and an offset memoryview.
+
+    All three must agree, on the value or on the ``error`` raised; the
+    agreed value is returned and the agreed error raised again.
+    """
+
+    def decode_all_ways(data: bytes) -> Decoded:
+        results: list[Decoded | Exception] = []
+        for view in (data, bytearray(data), memoryview(b"\xaa" + data)[1:]):
+            try:
+                results.append(decode(view))
+            except error as caught:
+                results.append(caught)
+        assert results[0] == results[1] == results[2]
+        if isinstance(results[0], Exception):  # an ``error``: nothing else was kept
+            raise results[0]
+        return results[0]
+
+    return decode_all_ways
+
+
+decode_all_ways = decoding_all_ways(decode_message, FrameError)
 
 
 # --- the documented examples ---------------------------------------------------------
