@@ -15,6 +15,9 @@ objects and owns the clock. Every decision it takes comes from here:
   owns the :class:`ServerConnection`, the hub subscription, batching, the
   keep-alive schedule and the shutdown of the path. The adapter feeds it
   bytes and writes what it returns.
+- :class:`ServeSettings` is a server's options, checked once; it makes the
+  :class:`ServingConnection` of each accepted connection.
+  :func:`run_exchange_handler` answers an exchange for the async adapters.
 
 Nothing here opens sockets, sleeps or reads a clock: ``now`` is a
 parameter, as in the sans-IO core.
@@ -25,10 +28,11 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import inspect
 import random as _random
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
@@ -59,6 +63,7 @@ from ..sansio.server import (
 )
 
 __all__ = [
+    "DEFAULT_CLOSE_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_KEEPALIVE_INTERVAL",
     "DEFAULT_MAX_BATCH",
@@ -74,6 +79,7 @@ __all__ = [
     "ListenDriver",
     "Receive",
     "Send",
+    "ServeSettings",
     "ServingConnection",
     "Sleep",
     "Stop",
@@ -81,6 +87,7 @@ __all__ = [
     "format_url",
     "idle_timeout_reason",
     "parse_url",
+    "run_exchange_handler",
 ]
 
 #: Seconds without output after which a server writes a keep-alive frame.
@@ -91,6 +98,8 @@ DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 READ_SIZE: Final = 256 * 1024
 #: Notifications a server writes per HTTP chunk at most.
 DEFAULT_MAX_BATCH: Final = 1024
+#: Seconds a closing server waits for its listeners to take the end of their paths.
+DEFAULT_CLOSE_TIMEOUT: Final = 5.0
 
 
 @attrs.frozen(kw_only=True)
@@ -182,6 +191,11 @@ def describe_error(error: BaseException) -> str:
 def idle_timeout_reason(seconds: float) -> str:
     """The ``StreamBroken`` reason of a path that stayed silent too long."""
     return f"idle timeout: no data for {seconds:g} s"
+
+
+def _require_positive(name: str, value: float) -> None:
+    if not value > 0:  # also refuses NaN
+        raise ValueError(f"{name} must be positive, got {value!r}")
 
 
 # --- the listener --------------------------------------------------------------
@@ -291,10 +305,8 @@ class ListenDriver:
         random: Callable[[], float] | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        if not keepalive_interval > 0:
-            raise ValueError(f"keepalive_interval must be positive, got {keepalive_interval!r}")
-        if not connect_timeout > 0:
-            raise ValueError(f"connect_timeout must be positive, got {connect_timeout!r}")
+        _require_positive("keepalive_interval", keepalive_interval)
+        _require_positive("connect_timeout", connect_timeout)
         self.endpoint = parse_url(url)
         self.policy = policy if policy is not None else ProxyPolicy(require_exchange=False)
         if self.policy.ask_at() is None and not self.policy.exhausted:
@@ -684,3 +696,70 @@ class ServingConnection:
 
 def _internal_error(message: str) -> ErrorData:
     return ErrorData(code=int(ErrorCode.INTERNAL_ERROR), message=message)
+
+
+def _check_positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    _require_positive(attribute.name, value)
+
+
+#: The exchange handler a server takes: :data:`ExchangeHandler` for the async
+#: adapters, one that returns its answer itself for the blocking adapter.
+_Handler = TypeVar("_Handler", bound=ExchangeHandler)
+
+
+@attrs.frozen(kw_only=True)
+class ServeSettings(Generic[_Handler]):
+    """The options of a serving adapter's ``Server``, checked once.
+
+    The server holds one and makes the :class:`ServingConnection` of each
+    accepted connection with :meth:`serving_connection`; ``channel_ids``
+    mints the channel ids of all its connections.
+    """
+
+    token: str | None
+    keepalive_interval: float = attrs.field(validator=_check_positive)
+    profile: Profile
+    exchange_handler: _Handler | None
+    queue_size: int | None = attrs.field(validator=attrs.validators.optional(_check_positive))
+    max_batch: int = attrs.field(validator=_check_positive)
+    close_timeout: float = attrs.field(validator=_check_positive)
+    channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
+
+    def serving_connection(
+        self,
+        hub: Hub,
+        *,
+        wake: Callable[[], None],
+        hub_lock: contextlib.AbstractContextManager[Any] | None = None,
+    ) -> ServingConnection:
+        """The :class:`ServingConnection` of one accepted connection; see its arguments."""
+        return ServingConnection(
+            hub,
+            wake=wake,
+            keepalive_interval=self.keepalive_interval,
+            token=self.token,
+            profile=self.profile,
+            channel_ids=self.channel_ids,
+            answers_exchanges=self.exchange_handler is not None,
+            queue_size=self.queue_size,
+            max_batch=self.max_batch,
+            hub_lock=hub_lock,
+        )
+
+
+async def run_exchange_handler(serving: ServingConnection, handler: ExchangeHandler | None) -> None:
+    """Answer the pending :attr:`ServingConnection.exchange` with ``handler``.
+
+    For the async adapters: a handler that returns an awaitable is awaited.
+    Its exception (not a cancellation) becomes the internal error answered.
+    """
+    ask = serving.exchange
+    assert ask is not None and handler is not None
+    try:
+        result = handler(ask)
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as error:
+        serving.answer_exchange(error)
+    else:
+        serving.answer_exchange(result)

@@ -11,7 +11,6 @@ The hub is not thread-safe: publish from the event loop's thread (with
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
 
@@ -21,8 +20,8 @@ from ..sansio.hub import Hub
 from ..sansio.mcp import Notification
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
-from ..sansio.server import ChannelIds
 from ._common import (
+    DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
     DEFAULT_MAX_BATCH,
@@ -34,11 +33,12 @@ from ._common import (
     ListenDriver,
     Receive,
     Send,
-    ServingConnection,
+    ServeSettings,
     Sleep,
     Stop,
     describe_error,
     format_url,
+    run_exchange_handler,
 )
 
 __all__ = ["Server", "listen", "serve"]
@@ -215,17 +215,7 @@ class _ServeProtocol(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self._server = server
         self._loop = server._loop
-        self._serving = ServingConnection(
-            server.hub,
-            wake=self._wake,
-            keepalive_interval=server.keepalive_interval,
-            token=server._token,
-            profile=server._profile,
-            channel_ids=server._channel_ids,
-            answers_exchanges=server._exchange_handler is not None,
-            queue_size=server._queue_size,
-            max_batch=server._max_batch,
-        )
+        self._serving = server._settings.serving_connection(server.hub, wake=self._wake)
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self._scheduled = False
@@ -321,18 +311,7 @@ class _ServeProtocol(asyncio.Protocol):
         self._arm_keepalive()
 
     async def _answer_exchange(self) -> None:
-        serving = self._serving
-        ask = serving.exchange
-        handler = self._server._exchange_handler
-        assert ask is not None and handler is not None
-        try:
-            result = handler(ask)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception as error:
-            serving.answer_exchange(error)
-        else:
-            serving.answer_exchange(result)
+        await run_exchange_handler(self._serving, self._server._settings.exchange_handler)
         self._flush()
 
     def shutdown(self) -> None:
@@ -364,23 +343,27 @@ class Server:
         max_batch: int,
         close_timeout: float,
     ) -> None:
-        if not keepalive_interval > 0:
-            raise ValueError(f"keepalive_interval must be positive, got {keepalive_interval!r}")
+        self._settings: ServeSettings[ExchangeHandler] = ServeSettings(
+            token=token,
+            keepalive_interval=keepalive_interval,
+            profile=profile,
+            exchange_handler=exchange_handler,
+            queue_size=queue_size,
+            max_batch=max_batch,
+            close_timeout=close_timeout,
+        )
         self.hub = hub
-        self.keepalive_interval = keepalive_interval
         self.host = ""
         self.port = 0
-        self._token = token
-        self._profile = profile
-        self._exchange_handler = exchange_handler
-        self._queue_size = queue_size
-        self._max_batch = max_batch
-        self._close_timeout = close_timeout
-        self._channel_ids = ChannelIds()
         self._loop = asyncio.get_running_loop()
         self._server: asyncio.Server | None = None
         self._connections: set[_ServeProtocol] = set()
         self._closing = False
+
+    @property
+    def keepalive_interval(self) -> float:
+        """Seconds without output after which a path gets a keep-alive."""
+        return self._settings.keepalive_interval
 
     @property
     def url(self) -> str:
@@ -420,12 +403,12 @@ class Server:
             connection.shutdown()
         if connections:
             waiters = [connection.closed for connection in connections]
-            _, pending = await asyncio.wait(waiters, timeout=self._close_timeout)
+            _, pending = await asyncio.wait(waiters, timeout=self._settings.close_timeout)
             if pending:
                 for connection in connections:
                     if not connection.closed.done():
                         connection.abort()
-                await asyncio.wait(pending, timeout=self._close_timeout)
+                await asyncio.wait(pending, timeout=self._settings.close_timeout)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -452,7 +435,7 @@ async def serve(
     exchange_handler: ExchangeHandler | None = None,
     queue_size: int | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
-    close_timeout: float = 5.0,
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
 ) -> Server:
     """Serve ``hub`` on ``host``:``port`` (0 picks a free port) and return the running server.
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
+from typing import TypeVar
 
 from ..sansio.asks import Ask
 from ..sansio.events import Event
@@ -26,8 +27,8 @@ from ..sansio.hub import Hub
 from ..sansio.mcp import Notification
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
-from ..sansio.server import ChannelIds
 from ._common import (
+    DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
     DEFAULT_MAX_BATCH,
@@ -39,6 +40,7 @@ from ._common import (
     ListenDriver,
     Receive,
     Send,
+    ServeSettings,
     ServingConnection,
     Sleep,
     Stop,
@@ -51,11 +53,31 @@ __all__ = ["Listener", "Server", "listen", "serve"]
 #: A blocking exchange handler: it returns the answer itself.
 BlockingExchangeHandler = Callable[[Ask], ExchangeResult]
 
+_Closing = TypeVar("_Closing", bound="_ClosedOnExit")
+
+
+class _ClosedOnExit:
+    """A ``with`` block around it calls :meth:`close` on exit."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Closing) -> _Closing:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
 
 # --- the listener --------------------------------------------------------------
 
 
-class Listener(Iterator["Notification | Event"]):
+class Listener(_ClosedOnExit, Iterator["Notification | Event"]):
     """An iterator over what a server sends; see :func:`listen`.
 
     :meth:`close` stops it, from the iterating thread or from any other
@@ -100,17 +122,6 @@ class Listener(Iterator["Notification | Event"]):
                 self._items.close()  # nobody is inside it: finish it here
             finally:
                 self._next_lock.release()
-
-    def __enter__(self) -> Listener:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _set_socket(self, sock: socket.socket | None) -> None:
         with self._socket_lock:
@@ -250,17 +261,8 @@ class _Connection:
         self._server = server
         self.socket = sock
         self.wakeup = _Wakeup()
-        self.serving = ServingConnection(
-            server.hub,
-            wake=self.wakeup.set,
-            keepalive_interval=server.keepalive_interval,
-            token=server._token,
-            profile=server._profile,
-            channel_ids=server._channel_ids,
-            answers_exchanges=server._exchange_handler is not None,
-            queue_size=server._queue_size,
-            max_batch=server._max_batch,
-            hub_lock=server.lock,
+        self.serving = server._settings.serving_connection(
+            server.hub, wake=self.wakeup.set, hub_lock=server.lock
         )
         self.thread = threading.Thread(
             target=self._run, name=f"diverge-serve-{sock.fileno()}", daemon=True
@@ -309,7 +311,7 @@ class _Connection:
             self._server._forget(self)
 
     def _answer(self, serving: ServingConnection) -> ExchangeResult | BaseException:
-        handler = self._server._exchange_handler
+        handler = self._server._settings.exchange_handler
         assert handler is not None and serving.exchange is not None
         try:
             return handler(serving.exchange)
@@ -321,7 +323,7 @@ class _Connection:
             self.socket.shutdown(socket.SHUT_RDWR)
 
 
-class Server:
+class Server(_ClosedOnExit):
     """A blocking server of a hub running on background threads; see :func:`serve`.
 
     ``url`` is its base URL. :meth:`publish` is safe from any thread.
@@ -343,19 +345,18 @@ class Server:
         max_batch: int,
         close_timeout: float,
     ) -> None:
-        if not keepalive_interval > 0:
-            raise ValueError(f"keepalive_interval must be positive, got {keepalive_interval!r}")
+        self._settings: ServeSettings[BlockingExchangeHandler] = ServeSettings(
+            token=token,
+            keepalive_interval=keepalive_interval,
+            profile=profile,
+            exchange_handler=exchange_handler,
+            queue_size=queue_size,
+            max_batch=max_batch,
+            close_timeout=close_timeout,
+        )
         self.hub = hub
         #: Held around every call into the hub; hold it too to call the hub directly.
         self.lock = threading.RLock()
-        self.keepalive_interval = keepalive_interval
-        self._token = token
-        self._profile = profile
-        self._exchange_handler = exchange_handler
-        self._queue_size = queue_size
-        self._max_batch = max_batch
-        self._close_timeout = close_timeout
-        self._channel_ids = ChannelIds()
         self._connections: set[_Connection] = set()
         self._connections_lock = threading.Lock()
         self._closing = False
@@ -370,6 +371,11 @@ class Server:
             target=self._accept, name=f"diverge-accept-{self.port}", daemon=True
         )
         self._accept_thread.start()
+
+    @property
+    def keepalive_interval(self) -> float:
+        """Seconds without output after which a path gets a keep-alive."""
+        return self._settings.keepalive_interval
 
     @property
     def url(self) -> str:
@@ -440,24 +446,14 @@ class Server:
         self._wakeup.close()
         for connection in connections:
             connection.wakeup.set()
-        deadline = time.monotonic() + self._close_timeout
+        close_timeout = self._settings.close_timeout
+        deadline = time.monotonic() + close_timeout
         for connection in connections:
             connection.thread.join(max(0.0, deadline - time.monotonic()))
         for connection in connections:
             if connection.thread.is_alive():
                 connection.force_close()
-                connection.thread.join(self._close_timeout)
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+                connection.thread.join(close_timeout)
 
 
 def serve(
@@ -471,7 +467,7 @@ def serve(
     exchange_handler: BlockingExchangeHandler | None = None,
     queue_size: int | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
-    close_timeout: float = 5.0,
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
 ) -> Server:
     """Serve ``hub`` on ``host``:``port`` (0 picks a free port) on background threads.
 

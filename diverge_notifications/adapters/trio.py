@@ -11,7 +11,6 @@ The hub is not thread-safe: publish from the trio thread (with
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -24,8 +23,8 @@ from ..sansio.hub import Hub
 from ..sansio.mcp import Notification
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
-from ..sansio.server import ChannelIds
 from ._common import (
+    DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
     DEFAULT_MAX_BATCH,
@@ -37,11 +36,12 @@ from ._common import (
     ListenDriver,
     Receive,
     Send,
-    ServingConnection,
+    ServeSettings,
     Sleep,
     Stop,
     describe_error,
     format_url,
+    run_exchange_handler,
 )
 
 __all__ = ["Server", "listen", "serve"]
@@ -142,17 +142,7 @@ class _Connection:
     def __init__(self, server: Server, stream: trio.SocketStream) -> None:
         self._server = server
         self._stream = stream
-        self.serving = ServingConnection(
-            server.hub,
-            wake=self._wake,
-            keepalive_interval=server.keepalive_interval,
-            token=server._token,
-            profile=server._profile,
-            channel_ids=server._channel_ids,
-            answers_exchanges=server._exchange_handler is not None,
-            queue_size=server._queue_size,
-            max_batch=server._max_batch,
-        )
+        self.serving = server._settings.serving_connection(server.hub, wake=self._wake)
         self._ready = trio.Event()
         self.finished = trio.Event()
         self.cancel_scope = trio.CancelScope()
@@ -209,7 +199,7 @@ class _Connection:
             if serving.done:
                 return
             if serving.exchange is not None:
-                await self._answer_exchange()
+                await run_exchange_handler(serving, self._server._settings.exchange_handler)
                 continue
             if serving.has_backlog:
                 await trio.lowlevel.checkpoint()
@@ -217,20 +207,6 @@ class _Connection:
             at = serving.keepalive_at
             with trio.move_on_at(at if at is not None else math.inf):
                 await self._ready.wait()
-
-    async def _answer_exchange(self) -> None:
-        serving = self.serving
-        ask = serving.exchange
-        handler = self._server._exchange_handler
-        assert ask is not None and handler is not None
-        try:
-            result = handler(ask)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception as error:
-            serving.answer_exchange(error)
-        else:
-            serving.answer_exchange(result)
 
 
 class Server:
@@ -252,23 +228,27 @@ class Server:
         max_batch: int,
         close_timeout: float,
     ) -> None:
-        if not keepalive_interval > 0:
-            raise ValueError(f"keepalive_interval must be positive, got {keepalive_interval!r}")
+        self._settings: ServeSettings[ExchangeHandler] = ServeSettings(
+            token=token,
+            keepalive_interval=keepalive_interval,
+            profile=profile,
+            exchange_handler=exchange_handler,
+            queue_size=queue_size,
+            max_batch=max_batch,
+            close_timeout=close_timeout,
+        )
         self.hub = hub
-        self.keepalive_interval = keepalive_interval
         self.host = ""
         self.port = 0
-        self._token = token
-        self._profile = profile
-        self._exchange_handler = exchange_handler
-        self._queue_size = queue_size
-        self._max_batch = max_batch
-        self._close_timeout = close_timeout
-        self._channel_ids = ChannelIds()
         self._listeners: list[trio.SocketListener] = []
         self._connections: set[_Connection] = set()
         self._closing = False
         self._closed = trio.Event()
+
+    @property
+    def keepalive_interval(self) -> float:
+        """Seconds without output after which a path gets a keep-alive."""
+        return self._settings.keepalive_interval
 
     @property
     def url(self) -> str:
@@ -317,7 +297,7 @@ class Server:
         connections = list(self._connections)
         for connection in connections:
             connection.shutdown()
-        with trio.move_on_after(self._close_timeout):
+        with trio.move_on_after(self._settings.close_timeout):
             for connection in connections:
                 await connection.finished.wait()
         for connection in connections:
@@ -339,7 +319,7 @@ async def serve(
     exchange_handler: ExchangeHandler | None = None,
     queue_size: int | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
-    close_timeout: float = 5.0,
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
 ) -> AsyncIterator[Server]:
     """Serve ``hub`` on ``host``:``port`` while the ``async with`` block runs.
 

@@ -1,4 +1,4 @@
-"""The adapters in the container profile.
+"""The adapters at their edges: the container profile, and options that cannot work.
 
 In the container profile a notification path has no finish while the
 connection lives: a server that shuts down after sending notifications can
@@ -9,6 +9,8 @@ again). A path that carried nothing may still be declined cleanly.
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.sansio import (
@@ -82,3 +84,21 @@ def test_shutdown_with_nothing_sent_declines_cleanly() -> None:
 
     events = asyncio.run(scenario())
     assert isinstance(events[-1], NotServed)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"keepalive_interval": 0},
+        {"queue_size": 0},
+        {"max_batch": 0},
+        {"close_timeout": -1.0},
+        {"keepalive_interval": float("nan")},
+    ],
+)
+def test_serve_refuses_options_that_cannot_work(option: dict[str, float]) -> None:
+    async def scenario() -> None:
+        with pytest.raises(ValueError, match="must be positive"):
+            await asyncio_adapter.serve(Hub(), **option)  # type: ignore[arg-type]
+
+    asyncio.run(scenario())
