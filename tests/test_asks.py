@@ -337,3 +337,26 @@ def test_decode_is_total_and_encode_inverts_it(codec: Codec[Any], data: st.DataO
     # Notifications drop whatever follows their first byte; all else comes back whole.
     expected = codec.notifications if raw[:1] == codec.notifications else raw
     assert codec.encode(value) == expected
+
+
+def test_plain_integers_are_converted_to_their_members() -> None:
+    call = Ask(exchange=Exchange.CALL_TOOL, params={"name": "x"})
+    assert Ask(exchange=2, params={"name": "x"}) == call
+    assert encode_channel_request(ChannelRequest(tag=5)) == b"\x05"
+    assert encode_ask(Ask(exchange=4)) == b"\x04"
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Ask(exchange=9),
+        lambda: Ask(exchange=-1),
+        lambda: ChannelRequest(tag=6),
+        # A plain 0 is POSTGRES, which needs its connection id.
+        lambda: ChannelRequest(tag=0),
+        lambda: Ask(exchange=4, params={"a": 1}),
+    ],
+)
+def test_asks_that_cannot_be_encoded_are_refused_when_built(build: Any) -> None:
+    with pytest.raises(ValueError):
+        build()

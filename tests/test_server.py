@@ -317,24 +317,43 @@ def test_channel_ids_are_unique_per_shared_minter() -> None:
     assert minted == ["srv-1", "srv-2", "srv-3"]
 
 
-@pytest.mark.parametrize("prefix", ["", "c", "A-z_09", "x" * 63])
+@pytest.mark.parametrize("prefix", ["", "c", "A-z_09", "x" * 44])
 def test_channel_prefix_accepted(prefix: str) -> None:
     channel = ChannelIds(prefix).mint()
     assert 1 <= len(channel) <= 64
     assert channel.startswith(prefix)
 
 
-@pytest.mark.parametrize("prefix", ["a/b", "é", "a b", "x" * 64, "c\n"])
+@pytest.mark.parametrize("prefix", ["a/b", "é", "a b", "x" * 45, "x" * 64, "c\n"])
 def test_channel_prefix_rejected(prefix: str) -> None:
     with pytest.raises(ValueError):
         ChannelIds(prefix)
 
 
+@pytest.mark.parametrize("start", [-1, 10**19])
+def test_channel_start_rejected(start: int) -> None:
+    with pytest.raises(ValueError):
+        ChannelIds(start=start)
+
+
 def test_channel_ids_never_exceed_64_characters() -> None:
-    ids = ChannelIds("x" * 62, start=99)
-    assert ids.mint() == "x" * 62 + "99"
+    ids = ChannelIds("x" * 44, start=10**19 - 1)
+    assert len(ids.mint()) == 63
+    # The longest id a valid minter can give: prefix and 20 digits.
+    ids._next = 10**20 - 1
+    assert ids.mint() == "x" * 44 + "9" * 20
     with pytest.raises(LocalProtocolError):
         ids.mint()
+
+
+def test_a_server_out_of_channel_ids_refuses_with_503_not_an_exception() -> None:
+    ids = ChannelIds("x" * 44)
+    ids._next = 10**20
+    conn = ServerConnection(channel_ids=ids)
+    conn.receive_data(ask_request(b"\x04"))
+    event = conn.next_event()
+    assert isinstance(event, AskRefused) and event.status == 503
+    assert conn.data_to_send().startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
 
 
 # --- refusals ---------------------------------------------------------------------------------

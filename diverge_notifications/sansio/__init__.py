@@ -24,6 +24,7 @@ from .asks import (
 )
 from .events import (
     NEED_DATA,
+    TERMINAL_EVENTS,
     Event,
     MessageRejected,
     NotificationReceived,
@@ -34,6 +35,7 @@ from .events import (
     StreamEnded,
     StreamErrored,
     StreamOpened,
+    TerminalEvent,
 )
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 from .hub import Hub, Interest, Subscriber
@@ -53,8 +55,8 @@ from .mcp import (
     TaskStatus,
 )
 from .messages import decode_message, encode_message
-from .policy import AttemptsExhausted, Backoff, ProxyPolicy, RetryScheduled
-from .proxy import ExchangeConnection, ProxyConnection, ProxyState
+from .policy import AttemptsExhausted, Backoff, PolicyState, ProxyPolicy, RetryScheduled
+from .proxy import AnswerState, ExchangeConnection, ProxyConnection, ProxyState
 from .sequence import PathState, Profile, SequenceMachine
 from .server import (
     AskRefused,
@@ -65,11 +67,14 @@ from .server import (
     NotificationsAsked,
     ServerConnection,
     ServerState,
+    WriterState,
 )
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "NEED_DATA",
+    "TERMINAL_EVENTS",
+    "AnswerState",
     "Ask",
     "AskError",
     "AskErrorReason",
@@ -105,6 +110,7 @@ __all__ = [
     "NotificationReceived",
     "NotificationsAsked",
     "PathState",
+    "PolicyState",
     "Profile",
     "Progress",
     "ProtocolError",
@@ -125,6 +131,8 @@ __all__ = [
     "Subscriber",
     "SubscriptionsAcknowledged",
     "TaskStatus",
+    "TerminalEvent",
+    "WriterState",
     "decode_ask",
     "decode_channel_request",
     "decode_message",

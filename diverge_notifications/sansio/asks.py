@@ -95,7 +95,7 @@ class Ask:
     them on unchanged.
     """
 
-    exchange: Exchange
+    exchange: Exchange = attrs.field(converter=Exchange)
     params: dict[str, Any] | None = attrs.field(default=None, validator=_params_field_check)
     raw_params: bytes | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -113,7 +113,7 @@ class ChannelRequest:
     1-4, as for :class:`Ask`.
     """
 
-    tag: ChannelRequestTag
+    tag: ChannelRequestTag = attrs.field(converter=ChannelRequestTag)
     connection_id: bytes | None = None
     params: dict[str, Any] | None = attrs.field(default=None, validator=_params_field_check)
     raw_params: bytes | None = attrs.field(default=None, eq=False, repr=False)

@@ -77,6 +77,10 @@ MESSAGES_CONTENT_TYPE: Final = "application/vnd.diverge.messages"
 #: What a notification may be given as: an object, a mapping, or raw JSON bytes.
 NotificationLike = Notification | Mapping[str, Any] | bytes | bytearray | memoryview
 _CHANNEL_MAX: Final = 64
+# Room left for the counter: 10**20 ids per server is more than any server
+# mints, so minting never runs out for a valid prefix and start.
+_COUNTER_DIGITS: Final = 20
+_CHANNEL_PREFIX_MAX: Final = _CHANNEL_MAX - _COUNTER_DIGITS
 _CHANNEL_RE: Final = re.compile(r"[A-Za-z0-9_-]*\Z")
 _TOKEN_RE: Final = re.compile(r"[\x21-\x7e]+\Z")
 
@@ -98,10 +102,13 @@ class ChannelIds:
     def __init__(self, prefix: str = "c", *, start: int = 1) -> None:
         if not isinstance(prefix, str) or _CHANNEL_RE.match(prefix) is None:
             raise ValueError(f"a channel prefix uses only A-Z a-z 0-9 - _, not {prefix!r}")
-        if len(prefix) >= _CHANNEL_MAX:
-            raise ValueError(f"a channel prefix is shorter than {_CHANNEL_MAX} characters")
-        if start < 0:
-            raise ValueError("start must not be negative")
+        if len(prefix) > _CHANNEL_PREFIX_MAX:
+            raise ValueError(
+                f"a channel prefix is at most {_CHANNEL_PREFIX_MAX} characters, so that "
+                f"{_COUNTER_DIGITS} digits of counter still fit in {_CHANNEL_MAX}"
+            )
+        if not 0 <= start < 10 ** (_COUNTER_DIGITS - 1):
+            raise ValueError(f"start must be from 0 to 10**{_COUNTER_DIGITS - 1} - 1")
         self._prefix = prefix
         self._next = start
 
@@ -354,6 +361,7 @@ _PHRASES: Final[Mapping[int, str]] = {
     413: "Content Too Large",
     431: "Request Header Fields Too Large",
     501: "Not Implemented",
+    503: "Service Unavailable",
     505: "HTTP Version Not Supported",
 }
 
@@ -688,7 +696,13 @@ class ServerConnection:
             return
         self._body = bytearray()
         self._ask = ask
-        self._channel = self._channel_ids.mint()
+        try:
+            self._channel = self._channel_ids.mint()
+        except LocalProtocolError:
+            # Only reachable by a ChannelIds pushed past 10**20 ids: the
+            # server's trouble, answered as such rather than raised at the peer.
+            self._refuse(503, "the server has no channel id left to give")
+            return
         if ask.exchange is Exchange.NOTIFICATIONS:
             self._state = ServerState.NOTIFICATIONS_ASKED
             self._events.append(NotificationsAsked(channel=self._channel))
