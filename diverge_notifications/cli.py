@@ -193,13 +193,21 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
-    commands.add_parser(
+    demo = commands.add_parser(
         "demo",
         help="serve and listen in one process on a scripted MCP server's notifications",
         description=(
             "Serve and listen in one process on a scripted MCP server's notifications: "
             "progress, log messages, list changes, a resource update, a custom notification, "
             "an abrupt cut of the path and the re-ask. Finishes by itself."
+        ),
+    )
+    demo.add_argument(
+        "--mcp",
+        action="store_true",
+        help=(
+            "take the notifications from the bundled example MCP server, started over "
+            "stdio and relayed by the bridge, instead of the scripted one (the 'mcp' extra)"
         ),
     )
 
@@ -614,10 +622,14 @@ def _run_serve(args: argparse.Namespace) -> int:
 # --- demo --------------------------------------------------------------------
 
 
-def _run_demo(_args: argparse.Namespace) -> int:
+def _run_demo(args: argparse.Namespace) -> int:
+    from .demo import MCP_MISSING_MESSAGE as DEMO_MCP_MISSING_MESSAGE
     from .demo import run_demo
 
-    return run_demo(human=sys.stdout.isatty())
+    if args.mcp and not _mcp_available():
+        print(DEMO_MCP_MISSING_MESSAGE, file=sys.stderr)
+        return EXIT_USAGE
+    return run_demo(human=sys.stdout.isatty(), mcp=args.mcp)
 
 
 # --- entry point -------------------------------------------------------------

@@ -1,21 +1,31 @@
 """``python -m diverge_notifications demo``: a server and a listener in one process.
 
-A scripted MCP server publishes into a :class:`~.sansio.Hub` that the
-asyncio adapter serves on a loopback port; a listener (the asyncio adapter's
-``listen``) asks for notifications and shows what arrives. The script runs a
-tool call that reports progress on two tokens and logs at several levels,
-changes the server's tool, resource and prompt lists, updates a resource,
-sends a notification of its own (a custom one), and then the connection that
-carries the path is cut without a clean end. The listener sees the path
-break, waits its backoff and asks again on a new connection; the script
-goes on, and finally the server shuts down, which ends the path cleanly.
+The notifications come from a *source* and go into a :class:`~.sansio.Hub`
+that the asyncio adapter serves on a loopback port; a listener (the asyncio
+adapter's ``listen``) asks for notifications and shows what arrives. Then
+the connection that carries the path is cut without a clean end. The
+listener sees the path break, waits its backoff and asks again on a new
+connection; the source goes on, and finally the server shuts down, which
+ends the path cleanly. Only the source differs between the two demos:
+
+* by default, a scripted MCP server: a tool call that reports progress on
+  two tokens and logs at several levels, changes of its tool, resource and
+  prompt lists, a resource update and a notification of its own (a custom
+  one), published straight into the hub;
+* with ``--mcp`` (the ``mcp`` extra), the example MCP server of
+  :mod:`diverge_notifications.examples.mcp_server`, built on the official
+  SDK and started over stdio by the bridge (:func:`~.bridge.run_bridge`),
+  which relays what it sends into the hub. Each of its bursts brings
+  progress, log messages at four levels, a tools list change, a resource
+  update and a custom notification; one burst goes on the first path, the
+  next one is sent while the path is cut, the one after on the new path.
 
 The listener reaches the server through a small loopback relay, so that the
 cut is a real abrupt end of a TCP connection in the middle of a path, made
 without reaching into the server's internals.
 
 On a terminal the output is the human view; otherwise one JSON object per
-line: ``{"side": "server", "step": ..., "detail": ...}`` for what the script
+line: ``{"side": "server", "step": ..., "detail": ...}`` for what the demo
 does and ``{"side": "listener", "event": ..., ...}`` for every event the
 listener sees (the fields of ``listen --events``, plus the whole
 ``"notification"`` for ``NotificationReceived``).
@@ -25,9 +35,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shlex
 import sys
 from collections.abc import Callable
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Protocol
 
 from .cli import _aclose, event_record
 from .sansio import (
@@ -41,17 +53,28 @@ from .sansio import (
 )
 from .sansio._json import dumps
 from .sansio.events import TERMINAL_EVENTS
+from .sansio.hub import as_notification
 
-__all__ = ["DEMO_TIMEOUT", "run_demo", "scripted_notifications"]
+__all__ = ["DEMO_TIMEOUT", "MCP_MISSING_MESSAGE", "run_demo", "scripted_notifications"]
 
 #: The demo gives up (exit 1) if it has not finished after this many seconds.
 DEMO_TIMEOUT: Final = 12.0
+#: What ``demo --mcp`` says when the ``mcp`` package is missing.
+MCP_MISSING_MESSAGE: Final = (
+    "demo --mcp needs the 'mcp' extra: pip install 'diverge-notifications[mcp]'"
+)
 #: Pause between two notifications of the script, so a person can follow.
 _PACE: Final = 0.12
 #: How long to wait for the server to notice the cut before going on.
 _NOTICE_CUT: Final = 2.0
+#: Seconds before each burst of the example MCP server.
+_BURST_INTERVAL: Final = 1.0
 
 _CUSTOM_METHOD: Final = "notifications/acme/build_finished"
+
+
+class _DemoFailed(Exception):
+    """The source cannot go on (the MCP server went away): the demo exits 1."""
 
 
 def _progress(token: int | str, progress: int, total: int, message: str) -> Notification:
@@ -218,7 +241,7 @@ class _Relay:
 
 
 class _Listener:
-    """Runs the adapter's ``listen`` and counts what it sees, for the script to wait on."""
+    """Runs the adapter's ``listen`` and counts what it sees, for the demo to wait on."""
 
     def __init__(self, output: _Output, url: str, *, paths: int) -> None:
         self._output = output
@@ -258,7 +281,77 @@ class _Listener:
             await self._changed.wait_for(predicate)
 
 
-# --- the script --------------------------------------------------------------------
+# --- the hub ------------------------------------------------------------------------
+
+
+class _WatchedHub(Hub):
+    """A hub that counts what it delivered and tells watchers what it published.
+
+    Whoever publishes (the script, or the bridge relaying an MCP server),
+    the demo can wait for it: :attr:`delivered` counts the notifications
+    that reached at least one path, and :meth:`wait_for` returns once a
+    condition on what was published holds.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delivered = 0
+        self._watchers: list[Callable[[Notification, int], None]] = []
+        self._changed = asyncio.Event()
+
+    def watch(self, watcher: Callable[[Notification, int], None]) -> None:
+        """Call ``watcher(notification, paths)`` after each publication."""
+        self._watchers.append(watcher)
+
+    def publish(self, item: object) -> int:
+        paths = super().publish(item)
+        notification = as_notification(item)
+        if notification is not None:
+            if paths:
+                self.delivered += 1
+            for watcher in self._watchers:
+                watcher(notification, paths)
+            self.poke()
+        return paths
+
+    def poke(self) -> None:
+        """Wake :meth:`wait_for` to look again (something else changed)."""
+        self._changed.set()
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            self._changed.clear()
+            await self._changed.wait()
+
+
+# --- the sources ---------------------------------------------------------------------
+
+
+class _Source(Protocol):
+    """Where the demo's notifications come from: the one part that differs.
+
+    A source publishes into the hub it was made with.
+    """
+
+    #: What the ``publish`` step says.
+    publishing: str
+    #: What the ``stop`` step says before the shutdown, if the source has one.
+    stopping: str | None
+
+    async def start(self, output: _Output) -> None:
+        """Get ready to publish; the listener's first path is open."""
+
+    async def first(self) -> None:
+        """Publish what goes on the first path; return once all of it is published."""
+
+    async def while_down(self) -> list[int]:
+        """Publish while no path is open; return how many paths each publication reached."""
+
+    async def second(self) -> None:
+        """Publish what goes on the path asked for again."""
+
+    async def close(self) -> None:
+        """Stop publishing and release what :meth:`start` took."""
 
 
 async def _publish_all(hub: Hub, notifications: list[Notification]) -> None:
@@ -267,11 +360,217 @@ async def _publish_all(hub: Hub, notifications: list[Notification]) -> None:
         await asyncio.sleep(_PACE)
 
 
-async def _demo(output: _Output) -> int:
+class _Scripted:
+    """The scripted MCP server: :func:`scripted_notifications`, published at a readable pace."""
+
+    publishing = "the MCP server runs a tool call: progress and log messages, then changes"
+    stopping: str | None = None
+
+    def __init__(self, hub: _WatchedHub) -> None:
+        self._hub = hub
+        self._script = scripted_notifications()
+
+    async def start(self, output: _Output) -> None:
+        pass
+
+    async def first(self) -> None:
+        await _publish_all(self._hub, self._script["first"])
+
+    async def while_down(self) -> list[int]:
+        return [self._hub.publish(notification) for notification in self._script["lost"]]
+
+    async def second(self) -> None:
+        await _publish_all(self._hub, self._script["second"])
+
+    async def close(self) -> None:
+        pass
+
+
+_PROGRESS: Final = "notifications/progress"
+_TOOLS_CHANGED: Final = "notifications/tools/list_changed"
+_RESOURCE_UPDATED: Final = "notifications/resources/updated"
+
+
+class _Bursts:
+    """Follows the example MCP server's bursts as the bridge publishes them.
+
+    A burst starts with progress on its own token ``burst-N`` and ends with
+    a tools list change, a resource update and the custom notification
+    ``tick_method`` whose ``"burst"`` is ``N``. The list change and the
+    resource update carry no number and, on MCP 2026-07-28, travel through
+    the server's subscription bus, so they can come after the custom
+    notification: burst ``N`` is complete once its custom notification and
+    ``N`` of each of them were published.
+    """
+
+    def __init__(self, tick_method: str) -> None:
+        self._tick_method = tick_method
+        self.started = 0
+        self._ticked = 0
+        self._tools = 0
+        self._resources = 0
+
+    def see(self, notification: Notification, _paths: int) -> None:
+        method = notification.method
+        params = notification.params or {}
+        if method == _PROGRESS:
+            token = params.get("progressToken")
+            if isinstance(token, str) and token.startswith("burst-"):
+                with contextlib.suppress(ValueError):
+                    self.started = max(self.started, int(token.removeprefix("burst-")))
+        elif method == self._tick_method:
+            burst = params.get("burst")
+            if isinstance(burst, int):
+                self._ticked = max(self._ticked, burst)
+        elif method == _TOOLS_CHANGED:
+            self._tools += 1
+        elif method == _RESOURCE_UPDATED:
+            self._resources += 1
+
+    def complete(self, burst: int) -> bool:
+        return min(self._ticked, self._tools, self._resources) >= burst
+
+
+def _bridge_detail(event: Event) -> str:
+    """What the demo says about an event of the bridge."""
+    fields = event_record(event)
+    name = fields.pop("event")
+    if name == "McpConnected":
+        return (
+            f"the bridge connected to the MCP server {fields['server']} "
+            f"(MCP {fields['protocol_version']})"
+        )
+    if name == "McpSubscribed":
+        resources = ", ".join(fields["resources"]) or "none"
+        return (
+            f"the bridge asked for everything: {fields['how']}, log level "
+            f"{fields['log_level']}, resources {resources}"
+        )
+    if name == "McpDisconnected":
+        return f"the bridge lost the MCP server: {fields['reason']}"
+    return f"the bridge: {name} {dumps(fields).decode('utf-8')}"
+
+
+class _ExampleServer:
+    """The example MCP server over stdio, relayed into the hub by the bridge.
+
+    One burst goes on the first path, the next one is published while the
+    path is down, the one after on the path asked for again.
+    """
+
+    publishing = (
+        "the example MCP server sends a burst: progress, log messages at four levels, "
+        "a tools list change, a resource update and a custom notification"
+    )
+    stopping: str | None = "the bridge stops: the example MCP server's input is closed and it exits"
+
+    def __init__(self, hub: _WatchedHub, interval: float = _BURST_INTERVAL) -> None:
+        from .examples.mcp_server import TICK_METHOD
+
+        self.command = [
+            sys.executable,
+            "-m",
+            "diverge_notifications.examples.mcp_server",
+            "--interval",
+            f"{interval:g}",
+        ]
+        self._hub = hub
+        self._bursts = _Bursts(TICK_METHOD)
+        hub.watch(self._bursts.see)
+        hub.watch(self._record)
+        self._bridge: asyncio.Task[None] | None = None
+        self._subscribed = False
+        self._closing = False
+        self._failure: str | None = None
+        self._recording: list[int] | None = None
+
+    async def start(self, output: _Output) -> None:
+        from .bridge import McpDisconnected, McpSubscribed, run_bridge
+
+        def on_event(event: Event) -> None:
+            if self._closing:
+                return
+            output.server("bridge", _bridge_detail(event), **event_record(event))
+            if isinstance(event, McpSubscribed):
+                self._subscribed = True
+            elif isinstance(event, McpDisconnected):
+                self._fail(f"the example MCP server went away: {event.reason}")
+            self._hub.poke()
+
+        shown = ["python", *self.command[1:]]
+        output.server(
+            "mcp",
+            f"the bridge starts the example MCP server over stdio: {shlex.join(shown)}",
+            command=self.command,
+        )
+        # The server gets the SDK's safe default environment; it must find
+        # this very package, as this process did.
+        path = os.environ.get("PYTHONPATH")
+        self._bridge = asyncio.create_task(
+            run_bridge(
+                self._hub,
+                stdio_command=self.command,
+                env={"PYTHONPATH": path} if path else None,
+                on_event=on_event,
+            )
+        )
+        self._bridge.add_done_callback(self._bridge_done)
+        await self._wait(lambda: self._subscribed)
+
+    def _fail(self, reason: str) -> None:
+        if self._failure is None:
+            self._failure = reason
+        self._hub.poke()
+
+    def _bridge_done(self, task: asyncio.Task[None]) -> None:
+        failure = None if task.cancelled() else task.exception()
+        if not self._closing:
+            self._fail(f"the bridge stopped: {failure!r}" if failure else "the bridge stopped")
+
+    def _record(self, _notification: Notification, paths: int) -> None:
+        if self._recording is not None:
+            self._recording.append(paths)
+
+    async def _wait(self, predicate: Callable[[], bool]) -> None:
+        await self._hub.wait_for(lambda: predicate() or self._failure is not None)
+        if self._failure is not None:
+            raise _DemoFailed(self._failure)
+
+    async def _next_burst(self) -> None:
+        """Wait for the next burst that starts from now on to be published whole."""
+        burst = self._bursts.started + 1
+        await self._wait(lambda: self._bursts.complete(burst))
+
+    async def first(self) -> None:
+        await self._next_burst()
+
+    async def while_down(self) -> list[int]:
+        self._recording = []
+        try:
+            await self._next_burst()
+            return self._recording
+        finally:
+            self._recording = None
+
+    async def second(self) -> None:
+        await self._next_burst()
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._bridge is not None and not self._bridge.done():
+            self._bridge.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._bridge
+
+
+# --- the demo ------------------------------------------------------------------------
+
+
+async def _demo(output: _Output, make_source: Callable[[_WatchedHub], _Source]) -> int:
     from .adapters.asyncio import serve
 
-    script = scripted_notifications()
-    hub = Hub()
+    hub = _WatchedHub()
+    source = make_source(hub)
     server = await serve(hub, "127.0.0.1", 0)
     relay = _Relay(server.host, server.port)
     listener_task: asyncio.Task[None] | None = None
@@ -282,16 +581,14 @@ async def _demo(output: _Output) -> int:
         listener = _Listener(output, relay.url, paths=2)
         listener_task = asyncio.create_task(listener.run())
         await listener.wait_for(lambda: listener.opened >= 1)
+        await source.start(output)
 
-        output.server(
-            "publish", "the MCP server runs a tool call: progress and log messages, then changes"
-        )
-        await _publish_all(hub, script["first"])
-        expected = len(script["first"])
-        await listener.wait_for(lambda: listener.received >= expected)
+        output.server("publish", source.publishing)
+        await source.first()
+        await listener.wait_for(lambda: listener.received >= hub.delivered)
 
-        # The re-ask waits at the relay until the notification below is
-        # published, so that it shows a publication with no path open.
+        # The re-ask waits at the relay until what the source publishes
+        # while the path is down is published, so that it reaches no one.
         relay.hold()
         cut = relay.cut()
         output.server(
@@ -303,21 +600,25 @@ async def _demo(output: _Output) -> int:
         deadline = loop.time() + _NOTICE_CUT
         while hub.subscribers and loop.time() < deadline:
             await asyncio.sleep(0.02)
-        for notification in script["lost"]:
-            paths = hub.publish(notification)
-            output.server(
-                "lost",
-                f"published while the path is down, to {paths} open paths: not replayed later",
-                paths=paths,
-            )
+        reached = await source.while_down()
+        count, paths = len(reached), sum(reached)
+        what = "published" if count == 1 else f"{count} notifications published"
+        output.server(
+            "lost",
+            f"{what} while the path is down, to {paths} open paths: not replayed later",
+            paths=paths,
+            count=count,
+        )
         relay.release()
 
         await listener.wait_for(lambda: listener.opened >= 2)
         output.server("reask", "the listener asked again: a new path is open")
-        await _publish_all(hub, script["second"])
-        expected += len(script["second"])
-        await listener.wait_for(lambda: listener.received >= expected)
+        await source.second()
+        await listener.wait_for(lambda: listener.received >= hub.delivered)
 
+        if source.stopping is not None:
+            output.server("stop", source.stopping)
+        await source.close()
         output.server("shutdown", "the server shuts down: every open path ends cleanly")
         server_closed = True
         await server.close()
@@ -326,6 +627,7 @@ async def _demo(output: _Output) -> int:
         output.server("done", "done")
         return 0
     finally:
+        await source.close()
         if listener_task is not None and not listener_task.done():
             listener_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -335,17 +637,26 @@ async def _demo(output: _Output) -> int:
             await server.close()
 
 
-def run_demo(*, human: bool, stream: IO[str] | None = None) -> int:
-    """Run the demo, writing to ``stream`` (standard output); return the exit status."""
+def run_demo(*, human: bool, stream: IO[str] | None = None, mcp: bool = False) -> int:
+    """Run the demo, writing to ``stream`` (standard output); return the exit status.
+
+    With ``mcp`` the notifications come from the example MCP server, relayed
+    by the bridge (the ``mcp`` extra must be installed); otherwise from the
+    scripted one.
+    """
     output = _Output(sys.stdout if stream is None else stream, human=human)
+    make_source: Callable[[_WatchedHub], _Source] = _ExampleServer if mcp else _Scripted
 
     async def bounded() -> int:
-        return await asyncio.wait_for(_demo(output), DEMO_TIMEOUT)
+        return await asyncio.wait_for(_demo(output, make_source), DEMO_TIMEOUT)
 
     try:
         return asyncio.run(bounded())
     except asyncio.TimeoutError:
         print(f"demo: did not finish within {DEMO_TIMEOUT:g} seconds", file=sys.stderr)
+        return 1
+    except _DemoFailed as failure:
+        print(f"demo: {failure}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -1,7 +1,9 @@
 """``python -m diverge_notifications demo`` runs by itself, exits 0 and shows every part.
 
-Piped, the demo prints JSON lines: the script's steps and every event the
-listener saw. Under a pseudo-terminal it prints the human view.
+Piped, the demo prints JSON lines: the demo's steps and every event the
+listener saw. Under a pseudo-terminal it prints the human view. ``demo
+--mcp`` does the same on the notifications of the example MCP server,
+relayed by the bridge, and needs the ``mcp`` extra.
 """
 
 from __future__ import annotations
@@ -9,19 +11,22 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
+import sys
 from typing import Any
 
+import pytest
 from interop import HANG_GUARD, cli_command, cli_env, json_lines
 
-from diverge_notifications.demo import scripted_notifications
+from diverge_notifications.cli import EXIT_USAGE
+from diverge_notifications.demo import MCP_MISSING_MESSAGE, scripted_notifications
 
 # The demo stops itself after DEMO_TIMEOUT; this only guards against a hang.
 DEMO_GUARD = 3 * HANG_GUARD
 
 
-def _run_piped() -> list[dict[str, Any]]:
+def _run_piped(*options: str) -> list[dict[str, Any]]:
     result = subprocess.run(
-        cli_command("demo"),
+        cli_command("demo", *options),
         capture_output=True,
         env=cli_env(),
         timeout=DEMO_GUARD,
@@ -106,3 +111,78 @@ def test_demo_on_a_terminal_shows_the_human_view() -> None:
     assert "asking again in" in text
     assert text.count("listening on channel") == 2
     assert "the path ended cleanly" in text
+
+
+def _mcp_installed() -> bool:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _mcp_installed(), reason="the 'mcp' extra is not installed")
+def test_demo_mcp_relays_the_example_server() -> None:
+    records = _run_piped("--mcp")
+    listener = [record for record in records if record.get("side") == "listener"]
+    steps = [record["step"] for record in records if record.get("side") == "server"]
+    assert steps[:2] == ["serving", "mcp"]
+    assert steps[-6:] == ["cut", "lost", "reask", "stop", "shutdown", "done"]
+    bridge = [record["event"] for record in records if record.get("step") == "bridge"]
+    assert bridge == ["McpConnected", "McpSubscribed"]
+
+    notifications = [record for record in listener if record["event"] == "NotificationReceived"]
+    kinds = {record["kind"] for record in notifications}
+    assert {"progress", "logging_message", "tool_list_changed", "resource_updated"} <= kinds
+    assert "custom" in kinds
+    levels = {
+        record["notification"]["params"]["level"]
+        for record in notifications
+        if record["kind"] == "logging_message"
+    }
+    assert {"debug", "info", "warning", "error"} <= levels
+
+    # The cut and the re-ask, as in the scripted demo.
+    events = [record["event"] for record in listener]
+    first_broken = events.index("StreamBroken")
+    assert events.count("StreamOpened") == 2
+    second_open = len(events) - 1 - events[::-1].index("StreamOpened")
+    assert first_broken < events.index("RetryScheduled") < second_open
+    assert events[-1] == "StreamEnded"
+
+    # A whole burst on each path; the one sent while the path was down is
+    # not replayed.
+    def bursts(part: list[dict[str, Any]]) -> set[int]:
+        return {
+            record["notification"]["params"]["burst"]
+            for record in part
+            if record.get("kind") == "custom"
+        }
+
+    before, after = bursts(listener[:first_broken]), bursts(listener[second_open:])
+    assert before and after and max(before) < min(after)
+    lost = [record for record in records if record.get("step") == "lost"]
+    assert lost[0]["paths"] == 0 and lost[0]["count"] > 0
+    missed = set(range(1, max(after) + 1)) - before - after
+    assert missed, "a burst was sent while the path was down"
+    after_kinds = {record.get("kind") for record in listener[second_open:]}
+    assert {"progress", "logging_message", "tool_list_changed", "resource_updated"} <= after_kinds
+
+
+def test_demo_mcp_without_mcp_exits_2() -> None:
+    hide_mcp = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "from diverge_notifications.cli import main\n"
+        "raise SystemExit(main(['demo', '--mcp']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", hide_mcp],
+        capture_output=True,
+        env=cli_env(),
+        timeout=HANG_GUARD,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.decode().strip() == MCP_MISSING_MESSAGE
+    assert result.stdout == b""
