@@ -3,7 +3,9 @@
 Progress notifications become live bars, one per progress token, redrawn in
 place at the bottom of the screen; log messages become lines whose level is
 coloured by severity; list changes, resource updates and everything else
-become short lines; connection events become dim status lines.
+become short lines; connection events become dim status lines, except the
+troubles (a failed connection, a refusal, an error, an abrupt end), which
+stand out in colour.
 
 Colours follow the ``NO_COLOR`` convention (set and not empty: no colour).
 On ``TERM=dumb`` nothing is redrawn: each progress update is its own line.
@@ -276,7 +278,11 @@ class HumanView:
             )
         elif isinstance(event, NotServed):
             status = f" ({event.status})" if event.status is not None else ""
-            self.note(f"{self.glyph('cut')} not served{status}: {event.reason}")
+            text = f"{self.glyph('cut')} not served{status}: {event.reason}"
+            if event.status is None or 200 <= event.status < 300:
+                self.note(text)  # a clean end with nothing: the re-ask follows
+            else:
+                self.line(self._style(text, "33"))  # refused: the wrong token, path...
         elif isinstance(event, MessageRejected):
             self.note(f"{self.glyph('cut')} a message was rejected: {event.error.detail}")
         elif isinstance(event, AttemptsExhausted):
@@ -291,7 +297,8 @@ class HumanView:
             attempt = getattr(event, "attempt", "?")
             self.note(f"  asking again in {delay:.2f} s (attempt {attempt})")
         elif name == "ConnectionFailed":
-            self.note(f"{self.glyph('cut')} could not connect: {getattr(event, 'reason', '')}")
+            reason = getattr(event, "reason", "")
+            self.line(self._style(f"{self.glyph('cut')} could not connect: {reason}", "33"))
         # ReaskNeeded and anything else: nothing a person needs to see.
 
     def close(self) -> None:

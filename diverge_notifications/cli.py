@@ -1,8 +1,10 @@
 """The command line: ``python -m diverge_notifications {demo,serve,listen}``.
 
 ``listen URL`` prints each notification as one compact JSON line on standard
-output, the bytes the server sent unchanged; with ``--events`` it also prints
-every event as one JSON line on standard error. ``serve`` serves a hub until
+output: the bytes the server sent with the whitespace between JSON tokens
+removed; with ``--events`` it also prints every event as one JSON line on
+standard error, and without it one plain line on standard error says why no
+path could be had (rate-limited). ``serve`` serves a hub until
 interrupted and can publish JSON lines read from standard input or relay an
 MCP server (the ``mcp`` extra). ``demo`` runs both in one process on a
 scripted MCP server's notifications. See ``docs/cli.md``.
@@ -18,12 +20,14 @@ import argparse
 import asyncio
 import contextlib
 import enum
+import errno
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import IO, Any, Final
+from typing import Any, Final
 
 import attrs
 
@@ -41,6 +45,7 @@ from .sansio import (
     StreamBroken,
     StreamEnded,
     StreamErrored,
+    StreamOpened,
 )
 from .sansio._json import dumps
 
@@ -54,9 +59,12 @@ __all__ = [
     "LineSplitter",
     "build_parser",
     "check_listen_url",
+    "check_token",
+    "compact_json",
     "event_record",
     "main",
     "notification_line",
+    "trouble_line",
 ]
 
 #: ``listen --once`` ended with ``StreamEnded`` or ``NotServed``; ``serve`` shut down cleanly.
@@ -135,22 +143,46 @@ def event_record(event: Event) -> dict[str, Any]:
     return record
 
 
+#: A JSON string (kept as it is), or a run of JSON whitespace (dropped).
+_STRING_OR_SPACE: Final = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|[ \t\r\n]+', re.DOTALL)
+_SPACE: Final = re.compile(rb"[ \t\r\n]")
+
+
+def _keep_string(match: re.Match[bytes]) -> bytes:
+    return match[1] or b""
+
+
+def compact_json(raw: bytes) -> bytes:
+    """``raw``, one JSON text, with the insignificant whitespace removed.
+
+    Only the whitespace between tokens goes: strings, numbers, member
+    order and escapes stay byte for byte as they were. Bytes without
+    whitespace outside their strings come back unchanged.
+    """
+    if _SPACE.search(raw) is None:
+        return raw
+    return _STRING_OR_SPACE.sub(_keep_string, raw)
+
+
 def notification_line(notification: Notification) -> bytes:
     """One line of ``listen``'s standard output: the notification, then a newline.
 
-    The bytes the server sent, unchanged; only a notification whose JSON
-    spans several lines (legal whitespace) is re-encoded compactly, members
-    in the order received, so that every notification stays one line.
+    The bytes the server sent, compacted by :func:`compact_json`: every
+    member in the order received, each string and number as it was sent.
     """
-    raw = notification.to_bytes()
-    if b"\n" in raw or b"\r" in raw:
-        raw = dumps(notification.members)
-    return raw + b"\n"
+    return compact_json(notification.to_bytes()) + b"\n"
 
 
-def _write_json_line(stream: IO[str], record: Mapping[str, Any]) -> None:
-    stream.write(dumps(record).decode("utf-8") + "\n")
-    stream.flush()
+def _say(text: str) -> None:
+    """Print one line on standard error, if there is one (``2>&-`` closes it)."""
+    stream = sys.stderr
+    if stream is not None:
+        stream.write(text + "\n")
+        stream.flush()
+
+
+def _write_json_line(record: Mapping[str, Any]) -> None:
+    _say(dumps(record).decode("utf-8"))
 
 
 # --- arguments ---------------------------------------------------------------
@@ -172,6 +204,18 @@ def _positive_seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
     return value
+
+
+def _keepalive_option(parser: argparse.ArgumentParser, text: str) -> None:
+    from .adapters._common import DEFAULT_KEEPALIVE_INTERVAL
+
+    parser.add_argument(
+        "--keepalive",
+        type=_positive_seconds,
+        default=DEFAULT_KEEPALIVE_INTERVAL,
+        metavar="SECONDS",
+        help=text,
+    )
 
 
 def _port(text: str) -> int:
@@ -228,13 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="publish each JSON notification line read from standard input",
     )
-    serve.add_argument(
-        "--keepalive",
-        type=_positive_seconds,
-        default=15.0,
-        metavar="SECONDS",
-        help="write a keep-alive frame after this much silence (15)",
-    )
+    _keepalive_option(serve, "write a keep-alive frame after this much silence (15)")
     relay = serve.add_mutually_exclusive_group()
     relay.add_argument(
         "--mcp-stdio",
@@ -274,18 +312,48 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop after the first path ends; the exit status says how it ended",
     )
+    _keepalive_option(
+        listen,
+        "the server's keep-alive interval, as given to its --keepalive (15); "
+        "three of them without data count as a broken path",
+    )
     return parser
 
 
 def check_listen_url(url: str) -> str:
-    """Check a server base URL for ``listen``: return it, or raise ``ValueError`` saying why."""
+    """Check a server base URL for ``listen``: return it, or raise ``ValueError`` saying why.
+
+    The URL must parse, and an ask must be buildable with its host and path
+    (no characters that cannot go into an HTTP request).
+    """
     from .adapters._common import parse_url
+    from .sansio import LocalProtocolError, ProxyConnection
 
     try:
-        parse_url(url)
-    except ValueError as error:
+        endpoint = parse_url(url)
+        ProxyConnection(endpoint.authority, target=endpoint.target).data_to_send()
+    except (LocalProtocolError, ValueError) as error:
         raise ValueError(f"malformed URL: {error}") from None
     return url
+
+
+def check_token(token: str, *, listening: bool) -> str:
+    """Check a ``--token``: return it, or raise ``ValueError`` saying why it cannot be used.
+
+    The rule is the library's own: a server refuses to be made with a token
+    that is not one or more visible ASCII characters, and a listener's ask
+    must be buildable with it in an ``Authorization`` field (``listening``).
+    """
+    from .sansio import LocalProtocolError, ProxyConnection, ServerConnection
+
+    try:
+        ServerConnection(token=token)
+        if listening:
+            ProxyConnection("h:1", token=token).data_to_send()
+    except (LocalProtocolError, ValueError) as error:
+        # The token itself is not repeated: it may be a secret, slightly mangled.
+        raise ValueError(f"unusable token: {error}") from None
+    return token
 
 
 # --- signals -----------------------------------------------------------------
@@ -332,41 +400,110 @@ _EXIT_BY_TERMINAL: Final[Mapping[type, int]] = {
 }
 
 
-async def _listen(url: str, token: str | None, *, events: bool, once: bool, human: bool) -> int:
+def trouble_line(event: Event) -> str | None:
+    """What ``listen`` without ``--events`` says on standard error about ``event``, if anything.
+
+    Something is said when no path could be had or a path ended badly: a
+    failed connection, a refusal (a ``NotServed`` whose status is not
+    2xx), a server error, an abrupt end. Everything else says nothing.
+    """
+    from .adapters._common import ConnectionFailed
+
+    if isinstance(event, ConnectionFailed):
+        return f"listen: could not connect: {event.reason}"
+    if isinstance(event, NotServed):
+        if event.status is None or 200 <= event.status < 300:
+            return None
+        return f"listen: not served ({event.status}): {event.reason}"
+    if isinstance(event, StreamErrored):
+        error = event.error
+        return f"listen: the server ended the path with error {error.code}: {error.message}"
+    if isinstance(event, StreamBroken):
+        return f"listen: the path broke: {event.reason}"
+    return None
+
+
+class _TroubleReporter:
+    """Says each :func:`trouble_line` once, until another one or a ``StreamOpened``."""
+
+    def __init__(self) -> None:
+        self._last: str | None = None
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, StreamOpened):
+            self._last = None
+            return
+        line = trouble_line(event)
+        if line is not None and line != self._last:
+            self._last = line
+            _say(line)
+
+
+class _UsageError(Exception):
+    """A value of the command line turned out unusable once the command started."""
+
+
+def _closed_stdout() -> BrokenPipeError:
+    return BrokenPipeError(errno.EPIPE, "standard output is closed")
+
+
+async def _listen(args: argparse.Namespace, *, human: bool) -> int:
     from .adapters._common import ConnectionFailed
     from .adapters.asyncio import listen
-    from .sansio import ProxyPolicy
+    from .sansio import LocalProtocolError, ProxyPolicy
 
     view = None
+    stdout = None
     if human:
         from ._terminal import HumanView
 
         view = HumanView.for_stream(sys.stdout)
-    stdout = sys.stdout.buffer
+    elif sys.stdout is not None:
+        stdout = sys.stdout.buffer
+    trouble = None if args.events or view is not None else _TroubleReporter()
+    once = args.once
     status = EXIT_OK
     task = asyncio.current_task()
     assert task is not None
-    stream = listen(url, token=token, events=True, policy=ProxyPolicy(require_exchange=False))
+    stream = listen(
+        args.url,
+        token=args.token,
+        events=True,
+        policy=ProxyPolicy(require_exchange=False),
+        keepalive_interval=args.keepalive,
+    )
+    started = False
     try:
         with _on_signals(lambda: _cancel(task)):
-            async for item in stream:
-                if not isinstance(item, Event):  # pragma: no cover - events=True yields events
-                    continue
-                if events:
-                    _write_json_line(sys.stderr, event_record(item))
-                if view is not None:
-                    view.event(item)
-                elif isinstance(item, NotificationReceived):
-                    stdout.write(notification_line(item.notification))
-                    stdout.flush()
-                if once and type(item) in _EXIT_BY_TERMINAL:
-                    status = _EXIT_BY_TERMINAL[type(item)]
-                    break
-                if (once and isinstance(item, ConnectionFailed)) or isinstance(
-                    item, AttemptsExhausted
-                ):
-                    status = EXIT_NO_CONNECTION
-                    break
+            try:
+                async for item in stream:
+                    started = True
+                    if not isinstance(item, Event):  # pragma: no cover - events=True yields events
+                        continue
+                    if args.events:
+                        _write_json_line(event_record(item))
+                    elif trouble is not None:
+                        trouble.event(item)
+                    if view is not None:
+                        view.event(item)
+                    elif isinstance(item, NotificationReceived):
+                        if stdout is None:
+                            raise _closed_stdout()
+                        stdout.write(notification_line(item.notification))
+                        stdout.flush()
+                    if once and type(item) in _EXIT_BY_TERMINAL:
+                        status = _EXIT_BY_TERMINAL[type(item)]
+                        break
+                    if (once and isinstance(item, ConnectionFailed)) or isinstance(
+                        item, AttemptsExhausted
+                    ):
+                        status = EXIT_NO_CONNECTION
+                        break
+            except (LocalProtocolError, ValueError) as error:
+                if started:
+                    raise
+                # The listener refused an argument up front (such as the token).
+                raise _UsageError(str(error)) from None
     except asyncio.CancelledError:
         # Interrupted: a listener stopped on purpose has nothing to report.
         status = EXIT_OK
@@ -377,22 +514,45 @@ async def _listen(url: str, token: str | None, *, events: bool, once: bool, huma
     return status
 
 
+def _silence_stdout() -> None:
+    """Point standard output at the null device: its reader went away, nothing more goes out."""
+    stdout = sys.stdout
+    if stdout is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stdout.fileno())
+        os.close(devnull)
+
+
+def _stdout_is_a_terminal() -> bool:
+    stdout = sys.stdout
+    if stdout is None:
+        return False
+    try:
+        return stdout.isatty()
+    except (OSError, ValueError):
+        return False
+
+
 def _run_listen(args: argparse.Namespace) -> int:
     try:
-        url = check_listen_url(args.url)
+        check_listen_url(args.url)
+        if args.token is not None:
+            check_token(args.token, listening=True)
     except ValueError as error:
-        print(f"{_PROG} listen: error: {error}", file=sys.stderr)
+        _say(f"{_PROG} listen: error: {error}")
         return EXIT_USAGE
-    human = not args.events and sys.stdout.isatty()
+    human = not args.events and _stdout_is_a_terminal()
     try:
-        return asyncio.run(
-            _listen(url, args.token, events=args.events, once=args.once, human=human)
-        )
+        return asyncio.run(_listen(args, human=human))
+    except _UsageError as error:
+        _say(f"{_PROG} listen: error: {error}")
+        return EXIT_USAGE
     except BrokenPipeError:
-        # The reader of standard output went away (``listen URL | head``).
-        with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+        # The reader of standard output went away (``listen URL | head``),
+        # or there was none (``listen URL >&-``).
+        _silence_stdout()
         return EXIT_OK
     except KeyboardInterrupt:  # pragma: no cover - a signal before the handlers were installed
         return EXIT_OK
@@ -459,7 +619,7 @@ class LineSplitter:
 def _publish_line(hub: Hub, number: int, line: bytes | None) -> None:
     """Publish one standard-input line, or report on standard error why it was skipped."""
     if line is None:
-        print(f"line {number}: longer than {MAX_STDIN_LINE} bytes, skipped", file=sys.stderr)
+        _say(f"line {number}: longer than {MAX_STDIN_LINE} bytes, skipped")
         return
     text = line.strip()
     if not text:
@@ -467,7 +627,7 @@ def _publish_line(hub: Hub, number: int, line: bytes | None) -> None:
     try:
         notification = Notification.from_bytes(text)
     except FrameError as error:
-        print(f"line {number}: {error.detail}, skipped", file=sys.stderr)
+        _say(f"line {number}: {error.detail}, skipped")
         return
     hub.publish(notification)
 
@@ -540,7 +700,7 @@ def _read_stdin(
 
 def _report_bridge_event(event: Event) -> None:
     """Say on standard error what the MCP bridge did (connected, subscribed, lost...)."""
-    print(f"bridge: {dumps(event_record(event)).decode('utf-8')}", file=sys.stderr, flush=True)
+    _say(f"bridge: {dumps(event_record(event)).decode('utf-8')}")
 
 
 def _mcp_available() -> bool:
@@ -560,14 +720,17 @@ async def _serve(args: argparse.Namespace) -> int:
             hub, args.host, args.port, token=args.token, keepalive_interval=args.keepalive
         )
     except OSError as error:
-        print(f"{_PROG} serve: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
+        _say(f"{_PROG} serve: cannot listen on {args.host}:{args.port}: {error}")
         return EXIT_NO_CONNECTION
+    except ValueError as error:
+        # The server refused an argument up front (such as the token).
+        raise _UsageError(str(error)) from None
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     status = EXIT_OK
     bridge: asyncio.Task[None] | None = None
     try:
-        print(f"serving on {server.url}", file=sys.stderr, flush=True)
+        _say(f"serving on {server.url}")
         if args.stdin:
             threading.Thread(
                 target=_read_stdin,
@@ -598,7 +761,7 @@ async def _serve(args: argparse.Namespace) -> int:
             # The bridge runs until cancelled: ending on its own means the MCP
             # server is gone and nothing more will be relayed.
             reason = "stopped" if failure is None else f"failed: {failure!r}"
-            print(f"{_PROG} serve: the MCP bridge {reason}", file=sys.stderr)
+            _say(f"{_PROG} serve: the MCP bridge {reason}")
             status = EXIT_NO_CONNECTION
     finally:
         if bridge is not None and not bridge.done():
@@ -611,10 +774,19 @@ async def _serve(args: argparse.Namespace) -> int:
 
 def _run_serve(args: argparse.Namespace) -> int:
     if (args.mcp_stdio is not None or args.mcp_url is not None) and not _mcp_available():
-        print(MCP_MISSING_MESSAGE, file=sys.stderr)
+        _say(MCP_MISSING_MESSAGE)
         return EXIT_USAGE
+    if args.token is not None:
+        try:
+            check_token(args.token, listening=False)
+        except ValueError as error:
+            _say(f"{_PROG} serve: error: {error}")
+            return EXIT_USAGE
     try:
         return asyncio.run(_serve(args))
+    except _UsageError as error:
+        _say(f"{_PROG} serve: error: {error}")
+        return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover - a signal before the handlers were installed
         return EXIT_OK
 
@@ -627,9 +799,12 @@ def _run_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     if args.mcp and not _mcp_available():
-        print(DEMO_MCP_MISSING_MESSAGE, file=sys.stderr)
+        _say(DEMO_MCP_MISSING_MESSAGE)
         return EXIT_USAGE
-    return run_demo(human=sys.stdout.isatty(), mcp=args.mcp)
+    if sys.stdout is None:
+        # Nothing to show the demo on (``demo >&-``): as if the reader went away at once.
+        return EXIT_OK
+    return run_demo(human=_stdout_is_a_terminal(), mcp=args.mcp)
 
 
 # --- entry point -------------------------------------------------------------

@@ -28,20 +28,23 @@ On a terminal the output is the human view; otherwise one JSON object per
 line: ``{"side": "server", "step": ..., "detail": ...}`` for what the demo
 does and ``{"side": "listener", "event": ..., ...}`` for every event the
 listener sees (the fields of ``listen --events``, plus the whole
-``"notification"`` for ``NotificationReceived``).
+``"notification"`` for ``NotificationReceived``). If the reader of the output
+goes away (``demo | head``), the demo stops at once and exits 0, as ``listen``
+does; if the listener fails, the demo stops at once and exits 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shlex
 import sys
-from collections.abc import Callable
-from typing import IO, Any, Final, Protocol
+from collections.abc import Awaitable, Callable, Iterator
+from typing import IO, Any, Final, Protocol, TypeVar
 
-from .cli import _aclose, event_record
+from .cli import _aclose, _say, _silence_stdout, event_record
 from .sansio import (
     Backoff,
     Event,
@@ -73,8 +76,11 @@ _BURST_INTERVAL: Final = 1.0
 _CUSTOM_METHOD: Final = "notifications/acme/build_finished"
 
 
+_T = TypeVar("_T")
+
+
 class _DemoFailed(Exception):
-    """The source cannot go on (the MCP server went away): the demo exits 1."""
+    """The demo cannot go on (the MCP server went away, the listener failed): it exits 1."""
 
 
 def _progress(token: int | str, progress: int, total: int, message: str) -> Notification:
@@ -132,37 +138,56 @@ def scripted_notifications() -> dict[str, list[Notification]]:
 
 
 class _Output:
-    """Where the demo says what happens: JSON lines, or the human view."""
+    """Where the demo says what happens: JSON lines, or the human view.
+
+    Once a write finds the reader gone (:class:`BrokenPipeError`),
+    :attr:`broken` is true and every later write raises the same at once.
+    """
 
     def __init__(self, stream: IO[str], *, human: bool) -> None:
         self._stream = stream
         self._view = None
+        self.broken = False
         if human:
             from ._terminal import HumanView
 
             self._view = HumanView.for_stream(stream)
 
-    def server(self, step: str, detail: str, **fields: Any) -> None:
-        if self._view is not None:
-            self._view.heading(f"server {self._view.glyph('arrow')} {detail}")
-            return
-        record = {"side": "server", "step": step, "detail": detail, **fields}
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        if self.broken:
+            raise BrokenPipeError(errno.EPIPE, "the reader of the demo's output went away")
+        try:
+            yield
+        except BrokenPipeError:
+            self.broken = True
+            raise
+
+    def _line(self, record: dict[str, Any]) -> None:
         self._stream.write(dumps(record).decode("utf-8") + "\n")
         self._stream.flush()
+
+    def server(self, step: str, detail: str, **fields: Any) -> None:
+        with self._writing():
+            if self._view is not None:
+                self._view.heading(f"server {self._view.glyph('arrow')} {detail}")
+                return
+            self._line({"side": "server", "step": step, "detail": detail, **fields})
 
     def listener(self, event: Event) -> None:
-        if self._view is not None:
-            self._view.event(event)
-            return
-        record: dict[str, Any] = {"side": "listener", **event_record(event)}
-        if isinstance(event, NotificationReceived):
-            record["notification"] = event.notification.members
-        self._stream.write(dumps(record).decode("utf-8") + "\n")
-        self._stream.flush()
+        with self._writing():
+            if self._view is not None:
+                self._view.event(event)
+                return
+            record: dict[str, Any] = {"side": "listener", **event_record(event)}
+            if isinstance(event, NotificationReceived):
+                record["notification"] = event.notification.members
+            self._line(record)
 
     def close(self) -> None:
-        if self._view is not None:
-            self._view.close()
+        if self._view is not None and not self.broken:
+            with self._writing():
+                self._view.close()
 
 
 # --- the cut -------------------------------------------------------------------
@@ -241,16 +266,27 @@ class _Relay:
 
 
 class _Listener:
-    """Runs the adapter's ``listen`` and counts what it sees, for the demo to wait on."""
+    """Runs the adapter's ``listen`` and counts what it sees, for the demo to wait on.
+
+    Every wait of the demo goes through :meth:`watching`, so that the
+    listener failing (its output gone, an error) ends the demo at once
+    instead of leaving it waiting for what will never come.
+    """
 
     def __init__(self, output: _Output, url: str, *, paths: int) -> None:
         self._output = output
         self._url = url
         self._paths = paths
         self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
         self.opened = 0
         self.received = 0
         self.ended = 0
+
+    def start(self) -> asyncio.Task[None]:
+        """Start listening in a task of its own; return the task."""
+        self._task = asyncio.create_task(self.run())
+        return self._task
 
     async def run(self) -> None:
         from .adapters.asyncio import listen
@@ -276,9 +312,41 @@ class _Listener:
         finally:
             await _aclose(stream)
 
-    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+    async def watching(self, awaitable: Awaitable[_T]) -> _T:
+        """Await ``awaitable``, unless the listener's task ends first: then raise why.
+
+        The listener's own exception is raised as it is when the output
+        went away (:class:`BrokenPipeError`), as :class:`_DemoFailed`
+        otherwise; a listener that just stopped is a :class:`_DemoFailed`.
+        """
+        task = self._task
+        assert task is not None, "start() the listener first"
+        waiter = asyncio.ensure_future(awaitable)
+        try:
+            await asyncio.wait((waiter, task), return_when=asyncio.FIRST_COMPLETED)
+            if waiter.done():
+                return waiter.result()
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await waiter
+        if task.cancelled():
+            raise _DemoFailed("the listener was cancelled")
+        failure = task.exception()
+        if failure is None:
+            raise _DemoFailed("the listener stopped before the demo was over")
+        if isinstance(failure, (BrokenPipeError, _DemoFailed)):
+            raise failure
+        raise _DemoFailed(f"the listener failed: {failure!r}") from failure
+
+    async def _condition(self, predicate: Callable[[], bool]) -> None:
         async with self._changed:
             await self._changed.wait_for(predicate)
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Wait until ``predicate()`` holds, or raise why the listener stopped first."""
+        await self.watching(self._condition(predicate))
 
 
 # --- the hub ------------------------------------------------------------------------
@@ -490,7 +558,12 @@ class _ExampleServer:
         def on_event(event: Event) -> None:
             if self._closing:
                 return
-            output.server("bridge", _bridge_detail(event), **event_record(event))
+            try:
+                output.server("bridge", _bridge_detail(event), **event_record(event))
+            except BrokenPipeError:
+                # Not the bridge's failure: the demo ends, output.broken says why.
+                self._fail("the reader of the demo's output went away")
+                return
             if isinstance(event, McpSubscribed):
                 self._subscribed = True
             elif isinstance(event, McpDisconnected):
@@ -579,12 +652,12 @@ async def _demo(output: _Output, make_source: Callable[[_WatchedHub], _Source]) 
         await relay.start()
         output.server("serving", f"serving a hub on {server.url}", url=server.url)
         listener = _Listener(output, relay.url, paths=2)
-        listener_task = asyncio.create_task(listener.run())
+        listener_task = listener.start()
         await listener.wait_for(lambda: listener.opened >= 1)
-        await source.start(output)
+        await listener.watching(source.start(output))
 
         output.server("publish", source.publishing)
-        await source.first()
+        await listener.watching(source.first())
         await listener.wait_for(lambda: listener.received >= hub.delivered)
 
         # The re-ask waits at the relay until what the source publishes
@@ -600,7 +673,7 @@ async def _demo(output: _Output, make_source: Callable[[_WatchedHub], _Source]) 
         deadline = loop.time() + _NOTICE_CUT
         while hub.subscribers and loop.time() < deadline:
             await asyncio.sleep(0.02)
-        reached = await source.while_down()
+        reached = await listener.watching(source.while_down())
         count, paths = len(reached), sum(reached)
         what = "published" if count == 1 else f"{count} notifications published"
         output.server(
@@ -613,7 +686,7 @@ async def _demo(output: _Output, make_source: Callable[[_WatchedHub], _Source]) 
 
         await listener.wait_for(lambda: listener.opened >= 2)
         output.server("reask", "the listener asked again: a new path is open")
-        await source.second()
+        await listener.watching(source.second())
         await listener.wait_for(lambda: listener.received >= hub.delivered)
 
         if source.stopping is not None:
@@ -628,8 +701,10 @@ async def _demo(output: _Output, make_source: Callable[[_WatchedHub], _Source]) 
         return 0
     finally:
         await source.close()
-        if listener_task is not None and not listener_task.done():
-            listener_task.cancel()
+        if listener_task is not None:
+            if not listener_task.done():
+                listener_task.cancel()
+            # Awaited even when done, so that its exception counts as seen.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await listener_task
         await relay.close()
@@ -650,15 +725,28 @@ def run_demo(*, human: bool, stream: IO[str] | None = None, mcp: bool = False) -
     async def bounded() -> int:
         return await asyncio.wait_for(_demo(output, make_source), DEMO_TIMEOUT)
 
+    def gone() -> int:
+        # The reader went away (``demo | head``): nothing more to show, no error.
+        if stream is None:
+            _silence_stdout()
+        return 0
+
     try:
-        return asyncio.run(bounded())
+        try:
+            return asyncio.run(bounded())
+        finally:
+            output.close()
+    except BrokenPipeError:
+        return gone()
     except asyncio.TimeoutError:
-        print(f"demo: did not finish within {DEMO_TIMEOUT:g} seconds", file=sys.stderr)
+        if output.broken:
+            return gone()
+        _say(f"demo: did not finish within {DEMO_TIMEOUT:g} seconds")
         return 1
     except _DemoFailed as failure:
-        print(f"demo: {failure}", file=sys.stderr)
+        if output.broken:
+            return gone()
+        _say(f"demo: {failure}")
         return 1
     except KeyboardInterrupt:
         return 130
-    finally:
-        output.close()

@@ -13,12 +13,14 @@ import itertools
 import json
 import os
 import pty
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from interop import (
     HANG_GUARD,
     LAST_CHUNK,
     PATH_HEAD,
+    LineReader,
     ListenProcess,
     ScriptedServer,
     ServeProcess,
@@ -37,6 +40,7 @@ from interop import (
     free_port,
 )
 
+import diverge_notifications.adapters.asyncio as asyncio_adapter
 from diverge_notifications._terminal import LEVEL_STYLES, HumanView, color_wanted
 from diverge_notifications.adapters._common import ConnectionFailed
 from diverge_notifications.cli import (
@@ -184,10 +188,12 @@ def test_listen_without_once_runs_until_interrupted() -> None:
         with ListenProcess(serve.url, "--events") as listen:
             listen.wait_for_event("StreamOpened")
             serve.send_line(PUBLISHED[0])
+            serve.send_line(b'{ "method" : "x/y" , "params" : { "s" : "a b" } }')
             assert listen.stdout is not None
-            listen.stdout.wait_for_count(1)
+            listen.stdout.wait_for_count(2)
             assert listen.interrupt() == EXIT_OK
-            assert listen.notification_lines() == [PUBLISHED[0]]
+            compact = b'{"method":"x/y","params":{"s":"a b"}}'
+            assert listen.notification_lines() == [PUBLISHED[0], compact]
         assert serve.interrupt() == EXIT_OK
 
 
@@ -287,7 +293,14 @@ def test_serve_exits_1_when_the_port_is_taken() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["not a url", "ftp://127.0.0.1:8080", "http://", "http://127.0.0.1:99999", "http://h/?q=1"],
+    [
+        "not a url",
+        "ftp://127.0.0.1:8080",
+        "http://",
+        "http://127.0.0.1:99999",
+        "http://h/?q=1",
+        "http://h\u00e9.example:1",
+    ],
 )
 def test_malformed_url_exits_2(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["listen", url, "--once"]) == EXIT_USAGE
@@ -306,6 +319,8 @@ def test_malformed_url_exits_2(url: str, capsys: pytest.CaptureFixture[str]) -> 
         ["serve", "--port", "70000"],
         ["serve", "--keepalive", "0"],
         ["serve", "--keepalive", "nan"],
+        ["listen", "http://127.0.0.1:1", "--keepalive", "0"],
+        ["listen", "http://127.0.0.1:1", "--keepalive", "-1"],
         ["serve", "--log-level", "INFO"],
         ["serve", "--mcp-stdio", "x", "--mcp-url", "http://127.0.0.1:1/mcp"],
     ],
@@ -543,12 +558,71 @@ def test_event_records() -> None:
         assert json.loads(json.dumps(record)) == expected
 
 
-def test_notification_line_keeps_bytes_and_stays_one_line() -> None:
+def test_notification_line_is_compact_and_one_line() -> None:
+    spaced = b'{ "method" : "x" }'
+    assert notification_line(Notification.from_bytes(spaced)) == b'{"method":"x"}\n'
     raw = b'{"method" : "x/y",  "params":{"b":1,"a":"\xe2\x82\xac"}}'
-    assert notification_line(Notification.from_bytes(raw)) == raw + b"\n"
+    line = notification_line(Notification.from_bytes(raw))
+    assert line == b'{"method":"x/y","params":{"b":1,"a":"\xe2\x82\xac"}}\n'
     spread = b'{\n  "method": "x/y",\r\n  "params": {"z": 1, "a": 2}\n}'
     line = notification_line(Notification.from_bytes(spread))
     assert line == b'{"method":"x/y","params":{"z":1,"a":2}}\n'
+
+
+def test_notification_line_keeps_strings_numbers_and_escapes() -> None:
+    raw = (
+        b'{ "method" : "notifications/a b" ,\n\t"params" : {\r\n'
+        b'  "say" : "he said \\"hi there\\" ",\n'
+        b'  "path" : "C:\\\\ dir\\\\" ,\n'
+        b'  "quote" : "\\"" , "empty" : "" , "  key  " : " \\u00e9 \\n \\/ ",\n'
+        b'  "numbers" : [ 1 , 2.50 , -0.0E+01 , 1e5 , true , false , null ] ,\n'
+        b'  "nested" : { "a" : [ { "b" : { } } , [ ] ] , "z" : "\xe2\x82\xac \\\\" }\n'
+        b"} }"
+    )
+    expected = (
+        b'{"method":"notifications/a b","params":{'
+        b'"say":"he said \\"hi there\\" ",'
+        b'"path":"C:\\\\ dir\\\\",'
+        b'"quote":"\\"","empty":"","  key  ":" \\u00e9 \\n \\/ ",'
+        b'"numbers":[1,2.50,-0.0E+01,1e5,true,false,null],'
+        b'"nested":{"a":[{"b":{}},[]],"z":"\xe2\x82\xac \\\\"}'
+        b"}}"
+    )
+    line = notification_line(Notification.from_bytes(raw))
+    assert line == expected + b"\n"
+    assert json.loads(line) == json.loads(raw)
+    # Already compact: the very bytes.
+    for compact in [*PUBLISHED, expected]:
+        assert notification_line(Notification.from_bytes(compact)) == compact + b"\n"
+
+
+_JSON_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**12), max_value=10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _JSON_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_JSON_TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=_JSON_VALUES,
+    indent=st.sampled_from([None, 0, 1, 4, "\t"]),
+    separators=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n ", " :\r\n\t")]),
+    ascii_only=st.booleans(),
+)
+def test_notification_line_equals_a_compact_encoding(
+    value: Any, indent: int | str | None, separators: tuple[str, str], ascii_only: bool
+) -> None:
+    members = {"method": "x/y", "params": {"v": value}}
+    sent = json.dumps(members, indent=indent, separators=separators, ensure_ascii=ascii_only)
+    compact = json.dumps(members, separators=(",", ":"), ensure_ascii=ascii_only)
+    line = notification_line(Notification.from_bytes(sent.encode("utf-8")))
+    assert line == compact.encode("utf-8") + b"\n"
 
 
 def _split_all(chunks: list[bytes], max_line: int = 64) -> list[tuple[int, bytes | None]]:
@@ -612,8 +686,290 @@ def test_human_view_in_process() -> None:
     assert "could not connect: refused" in text
 
 
+def test_human_view_makes_troubles_stand_out() -> None:
+    stream = io.StringIO()
+    view = HumanView(stream, color=True, live=False)
+    view.event(ConnectionFailed(reason="refused"))
+    view.event(NotServed(status=401, reason="a valid bearer token is required"))
+    view.event(NotServed(status=200, reason="a clean end with nothing"))
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("\x1b[33m") and "could not connect: refused" in lines[0]
+    assert lines[1].startswith("\x1b[33m") and "not served (401)" in lines[1]
+    assert lines[2].startswith("\x1b[2m") and "not served (200)" in lines[2]  # dim: not trouble
+
+
 def test_color_wanted() -> None:
     assert color_wanted({"TERM": "xterm"})
     assert color_wanted({"TERM": "xterm", "NO_COLOR": ""})
     assert not color_wanted({"TERM": "xterm", "NO_COLOR": "1"})
     assert not color_wanted({"TERM": "dumb"})
+
+
+# --- tokens ------------------------------------------------------------------------------
+
+#: Tokens that cannot go into an Authorization field, or that no server accepts.
+UNUSABLE_TOKENS = ["", "a b", "s\u00e9cret", "a\r\nX: 1"]
+
+
+@pytest.mark.parametrize("token", UNUSABLE_TOKENS)
+def test_listen_with_an_unusable_token_exits_2(
+    token: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["listen", url, "--once", "--token", token]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "listen: error: unusable token: " in captured.err
+    assert "cret" not in captured.err  # the token is not repeated
+
+
+@pytest.mark.parametrize("token", UNUSABLE_TOKENS)
+def test_serve_with_an_unusable_token_exits_2_before_serving(token: str) -> None:
+    result = subprocess.run(
+        cli_command("serve", "--port", "0", "--token", token),
+        capture_output=True,
+        env=cli_env(),
+        timeout=HANG_GUARD,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == EXIT_USAGE
+    err = result.stderr.decode("utf-8")
+    assert err.count("\n") == 1
+    assert "serve: error: unusable token: " in err
+    assert "serving on" not in err
+
+
+def test_a_value_error_of_listen_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def refusing(url: str, **options: Any) -> AsyncIterator[Any]:
+        raise ValueError("this token cannot be sent")
+        yield  # pragma: no cover - an async generator
+
+    monkeypatch.setattr(asyncio_adapter, "listen", refusing)
+    assert main(["listen", "http://127.0.0.1:1", "--token", "fine"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == "python -m diverge_notifications listen: error: this token cannot be sent\n"
+
+
+def test_a_value_error_of_serve_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def refusing(*args: Any, **options: Any) -> Any:
+        raise ValueError("this token cannot be checked")
+
+    monkeypatch.setattr(asyncio_adapter, "serve", refusing)
+    assert main(["serve", "--port", "0", "--token", "fine"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == "python -m diverge_notifications serve: error: this token cannot be checked\n"
+
+
+# --- listen --keepalive ------------------------------------------------------------------
+
+
+def _fake_listen(
+    monkeypatch: pytest.MonkeyPatch, script: list[Any], seen: dict[str, Any] | None = None
+) -> None:
+    """Make ``listen`` yield ``script`` (then stop), noting its options in ``seen``."""
+
+    async def scripted(url: str, **options: Any) -> AsyncIterator[Any]:
+        if seen is not None:
+            seen.update(options, url=url)
+        for item in script:
+            yield item
+
+    monkeypatch.setattr(asyncio_adapter, "listen", scripted)
+
+
+@pytest.mark.parametrize(("argv", "interval"), [([], 15.0), (["--keepalive", "60"], 60.0)])
+def test_listen_keepalive_is_given_to_the_listener(
+    argv: list[str], interval: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+    _fake_listen(monkeypatch, [], seen)
+    assert main(["listen", "http://127.0.0.1:1", *argv]) == EXIT_OK
+    assert seen["keepalive_interval"] == interval
+
+
+def test_listen_keepalive_sets_the_idle_timeout() -> None:
+    # The server is silent for 60 s; a listener told 0.1 s gives up after 3 x 0.1 s.
+    with ServeProcess("--keepalive", "60", stdin=False) as serve:
+        with ListenProcess(serve.url, "--once", "--events", "--keepalive", "0.1") as listen:
+            assert listen.wait() == EXIT_BROKEN
+            events = listen.events()
+        assert [record["event"] for record in events] == ["StreamOpened", "StreamBroken"]
+        assert events[-1]["reason"] == "idle timeout: no data for 0.3 s"
+        assert serve.interrupt() == EXIT_OK
+
+
+# --- listen without --events: one line on standard error per trouble -----------------------
+
+
+def test_listen_says_once_why_it_gets_no_path(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refused = ConnectionFailed(reason="ECONNREFUSED")
+    unauthorized = NotServed(status=401, reason="a valid bearer token is required")
+    retry = RetryScheduled(delay=0.5, attempt=1)
+    script = [
+        refused,
+        ReaskNeeded(),
+        retry,
+        refused,
+        retry,
+        refused,
+        ConnectionFailed(reason="timed out"),
+        refused,
+        unauthorized,
+        retry,
+        unauthorized,
+        NotServed(status=404, reason="no such path"),
+        StreamOpened(channel="c1"),
+        StreamEnded(),
+        StreamOpened(channel="c2"),
+        NotServed(status=200, reason="a clean end with nothing"),
+        NotServed(status=None, reason="nothing at payload level"),
+        StreamOpened(channel="c3"),
+        StreamBroken(reason="reset by peer"),
+        StreamOpened(channel="c4"),
+        StreamBroken(reason="reset by peer"),
+        StreamOpened(channel="c5"),
+        StreamErrored(error=ErrorData(code=-32603, message="gone")),
+        StreamErrored(error=ErrorData(code=-32603, message="gone")),
+        refused,
+    ]
+    _fake_listen(monkeypatch, script)
+    assert main(["listen", "http://127.0.0.1:1"]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "listen: could not connect: ECONNREFUSED",
+        "listen: could not connect: timed out",
+        "listen: could not connect: ECONNREFUSED",
+        "listen: not served (401): a valid bearer token is required",
+        "listen: not served (404): no such path",
+        "listen: the path broke: reset by peer",
+        "listen: the path broke: reset by peer",
+        "listen: the server ended the path with error -32603: gone",
+        "listen: could not connect: ECONNREFUSED",
+    ]
+
+
+def test_listen_with_events_prints_only_the_events(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = [ConnectionFailed(reason="ECONNREFUSED"), NotServed(status=401, reason="no")]
+    _fake_listen(monkeypatch, script)
+    assert main(["listen", "http://127.0.0.1:1", "--events"]) == EXIT_OK
+    lines = capsys.readouterr().err.splitlines()
+    assert [json.loads(line) for line in lines] == [event_record(event) for event in script]
+
+
+class _Terminal(io.StringIO):
+    encoding = "utf-8"
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_listen_on_a_terminal_shows_its_troubles_in_the_view(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setenv("NO_COLOR", "1")
+    script = [
+        ConnectionFailed(reason="ECONNREFUSED"),
+        NotServed(status=401, reason="a valid bearer token is required"),
+        StreamOpened(channel="c1"),
+        StreamBroken(reason="reset by peer"),
+        StreamOpened(channel="c2"),
+        StreamErrored(error=ErrorData(code=-32603, message="gone")),
+    ]
+    _fake_listen(monkeypatch, script)
+    assert main(["listen", "http://127.0.0.1:1"]) == EXIT_OK
+    assert capsys.readouterr().err == ""
+    shown = terminal.getvalue()
+    assert "could not connect: ECONNREFUSED" in shown
+    assert "not served (401): a valid bearer token is required" in shown
+    assert "the path broke: reset by peer" in shown
+    assert "server error -32603: gone" in shown
+
+
+def test_listen_says_it_is_refused_end_to_end() -> None:
+    with ServeProcess("--token", "s3cret", stdin=False) as serve:
+        with ListenProcess(serve.url) as listen:
+            line = listen.stderr.wait_for_text("not served (401)")
+            assert listen.interrupt() == EXIT_OK
+            assert listen.notification_lines() == []
+        assert not line.startswith(b"{")
+        assert serve.interrupt() == EXIT_OK
+
+
+# --- standard output closed ------------------------------------------------------------------
+
+
+def _closing_stdout(*args: str) -> list[str]:
+    """The command line running ``python -m diverge_notifications ARGS`` with fd 1 closed."""
+    return ["/bin/sh", "-c", f"exec {shlex.join(cli_command(*args))} >&-"]
+
+
+def test_listen_without_stdout_does_not_crash(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdout", None)
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["listen", url, "--once"]) == EXIT_NO_CONNECTION
+    assert capsys.readouterr().err.startswith("listen: could not connect: ")
+
+
+def test_listen_without_stdout_exits_0_at_the_first_notification() -> None:
+    with ServeProcess("--stdin") as serve:
+        listen = subprocess.Popen(
+            _closing_stdout("listen", serve.url, "--events"),
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=cli_env(),
+        )
+        try:
+            assert listen.stderr is not None
+            stderr = LineReader(listen.stderr, "stderr")
+            stderr.wait_for_text('"event":"StreamOpened"')
+            serve.send_line(PUBLISHED[0])
+            assert listen.wait(HANG_GUARD) == EXIT_OK
+            stderr.join()
+        finally:
+            if listen.poll() is None:
+                listen.kill()
+                listen.wait()
+        assert [json.loads(line)["event"] for line in stderr.lines] == [
+            "StreamOpened",
+            "NotificationReceived",
+        ]
+        assert serve.interrupt() == EXIT_OK
+
+
+def test_serve_without_stdout_serves() -> None:
+    serve = subprocess.Popen(
+        _closing_stdout("serve", "--port", "0"),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
+    try:
+        assert serve.stderr is not None
+        stderr = LineReader(serve.stderr, "stderr")
+        url = stderr.wait_for_text("serving on ").decode().split("serving on ", 1)[1]
+        with ListenProcess(url, "--once", "--events") as listen:
+            listen.wait_for_event("StreamOpened")
+            serve.send_signal(signal.SIGINT)
+            assert serve.wait(HANG_GUARD) == EXIT_OK
+            assert listen.wait() == EXIT_OK
+        stderr.join()
+        assert stderr.lines == [f"serving on {url}".encode()]
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()

@@ -8,6 +8,8 @@ relayed by the bridge, and needs the ``mcp`` extra.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import pty
 import subprocess
@@ -17,8 +19,8 @@ from typing import Any
 import pytest
 from interop import HANG_GUARD, cli_command, cli_env, json_lines
 
-from diverge_notifications.cli import EXIT_USAGE
-from diverge_notifications.demo import MCP_MISSING_MESSAGE, scripted_notifications
+from diverge_notifications.cli import EXIT_OK, EXIT_USAGE, main
+from diverge_notifications.demo import MCP_MISSING_MESSAGE, run_demo, scripted_notifications
 
 # The demo stops itself after DEMO_TIMEOUT; this only guards against a hang.
 DEMO_GUARD = 3 * HANG_GUARD
@@ -186,3 +188,84 @@ def test_demo_mcp_without_mcp_exits_2() -> None:
     assert result.returncode == EXIT_USAGE
     assert result.stderr.decode().strip() == MCP_MISSING_MESSAGE
     assert result.stdout == b""
+
+
+# --- the reader goes away, the listener fails ------------------------------------------------
+
+
+def _run_into_head(*options: str, lines: int = 2) -> tuple[int, list[bytes], bytes]:
+    """``demo OPTIONS | head -LINES``: the exit status, the lines read and standard error."""
+    process = subprocess.Popen(
+        cli_command("demo", *options),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        read = [process.stdout.readline() for _ in range(lines)]
+        process.stdout.close()  # the reader goes away
+        status = process.wait(DEMO_GUARD)
+        return status, read, process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        assert process.stderr is not None
+        process.stderr.close()
+
+
+def test_demo_into_head_exits_0_quietly() -> None:
+    status, read, stderr = _run_into_head()
+    assert all(line.endswith(b"\n") for line in read)
+    assert stderr == b""
+    assert status == EXIT_OK
+
+
+@pytest.mark.skipif(not _mcp_installed(), reason="the 'mcp' extra is not installed")
+def test_demo_mcp_into_head_exits_0_quietly() -> None:
+    status, _read, stderr = _run_into_head("--mcp", lines=3)
+    assert stderr == b""
+    assert status == EXIT_OK
+
+
+class _ListenerOutputFails(io.StringIO):
+    """A stream whose reader goes away (or which fails) at the listener's first line."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def write(self, text: str) -> int:
+        if '"side":"listener"' in text:
+            raise self.error
+        return super().write(text)
+
+
+def test_demo_ends_at_once_when_the_listener_finds_the_reader_gone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stream = _ListenerOutputFails(BrokenPipeError(errno.EPIPE, "Broken pipe"))
+    assert run_demo(human=False, stream=stream) == EXIT_OK
+    assert capsys.readouterr().err == ""
+    assert [record["step"] for record in json_lines(stream.getvalue().encode().splitlines())] == [
+        "serving"
+    ]
+
+
+def test_demo_ends_at_once_when_the_listener_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    stream = _ListenerOutputFails(RuntimeError("the listener cannot show this"))
+    assert run_demo(human=False, stream=stream) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "demo: the listener failed: RuntimeError('the listener cannot show this')"
+    ]
+
+
+def test_demo_without_stdout_exits_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["demo"]) == EXIT_OK
+    assert capsys.readouterr().err == ""
