@@ -39,6 +39,7 @@ from diverge_notifications.adapters._common import (
     ListenDriver,
     Receive,
     Send,
+    ServingConnection,
     Sleep,
     idle_timeout_reason,
 )
@@ -909,6 +910,62 @@ def test_server_answers_exchanges_with_a_handler(runner: Runner) -> None:
         server.close()
 
 
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a reset is a close too)."""
+    received = b""
+    while True:
+        try:
+            data = sock.recv(4096)
+        except ConnectionResetError:
+            return received
+        except TimeoutError:
+            raise AssertionError(f"the server held the connection for {HANG} s") from None
+        if not data:
+            return received
+        received += data
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        pytest.param(b"", id="silent"),
+        pytest.param(b"POST /requests HTTP/1.1\r\nHost: x\r\n", id="half-head"),
+        pytest.param(ProxyConnection("x").data_to_send()[:-2], id="half-body"),
+    ],
+)
+def test_server_closes_a_connection_that_never_completes_its_ask(
+    runner: Runner, sent: bytes
+) -> None:
+    server = runner.serve(Hub(), ask_timeout=0.1)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=HANG) as sock:
+            if sent:
+                sock.sendall(sent)
+            # Closed without an answer: the peer never said what it wanted.
+            assert read_until_closed(sock) == b""
+        # The server goes on serving asks that do arrive.
+        declined = run_exchange(server.url, Ask(exchange=Exchange.LIST_TOOLS))
+        assert isinstance(declined[-1], NotServed) and declined[-1].status == 200
+    finally:
+        server.close()
+
+
+def test_ask_timeout_does_not_limit_an_open_path(runner: Runner) -> None:
+    hub = Hub()
+    server = runner.serve(hub, ask_timeout=0.05)
+    listener = runner.listen(server.url, events=True, policy=policy())
+    try:
+        assert isinstance(listener.received.next(), StreamOpened)
+        time.sleep(0.3)  # several ask timeouts: the path is past its ask
+        server.publish(progress(1))
+        received = listener.received.next()
+        assert isinstance(received, NotificationReceived)
+        assert received.notification == progress(1)
+    finally:
+        listener.stop()
+        server.close()
+
+
 @pytest.mark.parametrize("name", ["asyncio", "trio"])
 def test_async_servers_take_a_coroutine_exchange_handler(
     name: str, runners: dict[str, Runner]
@@ -980,6 +1037,63 @@ def test_listen_driver_without_io() -> None:
     failed = driver.next_action(107.0)
     assert isinstance(failed, Deliver)
     assert failed.items[0] == ConnectionFailed(reason="ECONNREFUSED: Connection refused")
+
+
+def test_serving_connection_ask_deadline_without_io() -> None:
+    hub = Hub()
+
+    def serving(**options: Any) -> ServingConnection:
+        return ServingConnection(hub, wake=lambda: None, now=100.0, ask_timeout=2.0, **options)
+
+    # Set when the connection is accepted; bytes of the ask do not move it.
+    slow = serving()
+    assert slow.ask_deadline == 102.0
+    slow.receive(b"POST /requests HTTP/1.1\r\n", 101.0)
+    assert slow.ask_deadline == 102.0
+    slow.check_ask_deadline(101.9)
+    assert not slow.done
+    slow.check_ask_deadline(102.0)
+    assert slow.done and slow.ask_deadline is None
+    assert slow.take_output(102.0) == b""  # closed without an answer
+
+    # Cleared once the ask is complete: a notification path...
+    path = serving()
+    path.receive(ProxyConnection("x").data_to_send(), 101.0)
+    assert path.path_open and path.ask_deadline is None
+    path.check_ask_deadline(1000.0)
+    assert not path.done and path.path_open
+    # ...an exchange waiting for its handler...
+    exchange = serving(answers_exchanges=True)
+    exchange.receive(ExchangeConnection("x", Ask(exchange=Exchange.LIST_TOOLS)).data_to_send(), 101)
+    assert exchange.exchange is not None and exchange.ask_deadline is None
+    exchange.check_ask_deadline(1000.0)
+    assert not exchange.done and exchange.exchange is not None
+    # ...or a refusal.
+    refused = serving(token="secret")
+    refused.receive(ProxyConnection("x").data_to_send(), 101.0)
+    assert refused.done and refused.ask_deadline is None
+    assert refused.take_output(101.0).startswith(b"HTTP/1.1 401 ")
+    # A connection that ends before its ask has no deadline either.
+    gone = serving()
+    gone.connection_lost()
+    assert gone.ask_deadline is None
+
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="ask_timeout must be positive"):
+            ServingConnection(hub, wake=lambda: None, now=0.0, ask_timeout=bad)
+
+
+def test_listen_driver_checks_the_token_as_its_asks_use_it() -> None:
+    url = "http://127.0.0.1:9"
+    for bad in ("", "s\u00e9cret", "a\nb", "trail "):
+        with pytest.raises(ValueError):
+            ListenDriver(url, token=bad, policy=policy())
+    # What a ProxyConnection sends, the driver takes: the server decides.
+    driver = ListenDriver(url, token="a b", policy=policy())
+    assert isinstance(driver.next_action(0.0), Connect)
+    driver.connected(0.0)
+    send = driver.next_action(0.0)
+    assert isinstance(send, Send) and b"\r\nAuthorization: Bearer a b\r\n" in send.data
 
 
 def test_importing_the_package_does_not_import_trio() -> None:

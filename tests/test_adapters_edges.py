@@ -1,19 +1,37 @@
-"""The adapters at their edges: the container profile, and options that cannot work.
+"""The adapters at their edges: the container profile, options that cannot work,
+a server closed twice, and a server out of file descriptors.
 
 In the container profile a notification path has no finish while the
 connection lives: a server that shuts down after sending notifications can
 only close the connection, and the listener sees the path broken (then asks
 again). A path that carried nothing may still be declined cleanly.
+
+A token or an option that cannot work is refused when the server or the
+listener is made, before any connection: never by every connection later.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from typing import Any, Final
 
 import pytest
+import trio
+import trio.testing
 
 from diverge_notifications.adapters import asyncio as asyncio_adapter
+from diverge_notifications.adapters import blocking as blocking_adapter
+from diverge_notifications.adapters import trio as trio_adapter
+from diverge_notifications.adapters._common import ServeSettings
 from diverge_notifications.sansio import (
+    Ask,
+    Exchange,
+    ExchangeConnection,
     Hub,
     Notification,
     NotificationReceived,
@@ -86,6 +104,30 @@ def test_shutdown_with_nothing_sent_declines_cleanly() -> None:
     assert isinstance(events[-1], NotServed)
 
 
+ADAPTERS: Final = ("asyncio", "trio", "blocking")
+
+
+def start_and_close(adapter: str, **options: Any) -> None:
+    """Start a server of ``adapter`` on a free port with ``options``, then close it."""
+    if adapter == "asyncio":
+
+        async def on_asyncio() -> None:
+            server = await asyncio_adapter.serve(Hub(), **options)
+            await server.close()
+
+        asyncio.run(on_asyncio())
+    elif adapter == "trio":
+
+        async def on_trio() -> None:
+            async with trio_adapter.serve(Hub(), **options):
+                pass
+
+        trio.run(on_trio)
+    else:
+        blocking_adapter.serve(Hub(), **options).close()
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize(
     "option",
     [
@@ -94,11 +136,359 @@ def test_shutdown_with_nothing_sent_declines_cleanly() -> None:
         {"max_batch": 0},
         {"close_timeout": -1.0},
         {"keepalive_interval": float("nan")},
+        {"ask_timeout": 0},
+        {"ask_timeout": -1.0},
+        {"ask_timeout": float("nan")},
     ],
 )
-def test_serve_refuses_options_that_cannot_work(option: dict[str, float]) -> None:
+def test_serve_refuses_options_that_cannot_work(adapter: str, option: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        start_and_close(adapter, **option)
+
+
+#: Tokens no ServerConnection takes: a token is one or more visible ASCII characters.
+SERVER_REFUSES: Final = ["", "a b", "s\u00e9cret", "a\nb", " lead", "trail ", "tab\t", "\x7f"]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("token", SERVER_REFUSES)
+def test_serve_refuses_a_token_no_connection_could_check(adapter: str, token: str) -> None:
+    # Taken, such a token made every accepted connection fail instead.
+    with pytest.raises(ValueError, match="token"):
+        start_and_close(adapter, token=token)
+
+
+def test_serve_settings_check_the_token_as_the_server_connection_does() -> None:
+    options: dict[str, Any] = {
+        "keepalive_interval": 1.0,
+        "profile": Profile.PROVIDER,
+        "exchange_handler": None,
+        "queue_size": None,
+        "max_batch": 1,
+        "close_timeout": 1.0,
+    }
+    for refused in SERVER_REFUSES:
+        with pytest.raises(ValueError, match="token"):
+            ServeSettings(token=refused, **options)
+    for taken in (None, "secret", "!~", "a" * 1000):
+        settings: ServeSettings[Any] = ServeSettings(token=taken, **options)
+        assert settings.token == taken
+
+
+#: Tokens no ProxyConnection can put into an ask.
+LISTENER_REFUSES: Final = ["", "s\u00e9cret", "a\nb", "a\r\nX-Injected: 1", "trail "]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("token", LISTENER_REFUSES)
+def test_listen_refuses_a_token_it_cannot_send_when_called(adapter: str, token: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        if adapter == "asyncio":
+
+            async def on_asyncio() -> None:
+                with pytest.raises(ValueError):
+                    asyncio_adapter.listen(url, token=token)
+
+            asyncio.run(on_asyncio())
+        elif adapter == "trio":
+
+            async def on_trio() -> None:
+                with pytest.raises(ValueError):
+                    trio_adapter.listen(url, token=token)
+
+            trio.run(on_trio)
+        else:
+            with pytest.raises(ValueError):
+                blocking_adapter.listen(url, token=token)
+        # Refused before any connection was made.
+        probe.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            probe.accept()
+
+
+# --- close() called twice ---------------------------------------------------------------
+
+
+def send_exchange_ask(port: int) -> socket.socket:
+    """A connection to the server on ``port`` whose exchange ask is sent."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=HANG)
+    ask = ExchangeConnection(f"127.0.0.1:{port}", Ask(exchange=Exchange.LIST_TOOLS))
+    sock.sendall(ask.data_to_send())
+    return sock
+
+
+def test_asyncio_close_twice_waits_for_the_same_completion() -> None:
     async def scenario() -> None:
-        with pytest.raises(ValueError, match="must be positive"):
-            await asyncio_adapter.serve(Hub(), **option)  # type: ignore[arg-type]
+        entered = asyncio.Event()
+        release = asyncio.Event()
+
+        async def handler(ask: Ask) -> dict[str, Any]:
+            entered.set()
+            await release.wait()  # the first close() waits for this answer
+            return {"tools": []}
+
+        server = await asyncio_adapter.serve(Hub(), exchange_handler=handler, close_timeout=HANG)
+        sock = await asyncio.to_thread(send_exchange_ask, server.port)
+        try:
+            await asyncio.wait_for(entered.wait(), HANG)
+            first = asyncio.create_task(server.close())
+            second = asyncio.create_task(server.close())
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not first.done()
+            assert not second.done(), "the second close() returned while the first still closes"
+            release.set()
+            await asyncio.wait_for(second, HANG)
+            assert server.connections == 0
+            await asyncio.wait_for(first, HANG)
+            await asyncio.wait_for(server.close(), HANG)  # a third, after the end: at once
+        finally:
+            sock.close()
 
     asyncio.run(scenario())
+
+
+def test_asyncio_close_goes_on_when_its_first_caller_is_cancelled() -> None:
+    async def scenario() -> None:
+        entered = asyncio.Event()
+        release = asyncio.Event()
+
+        async def handler(ask: Ask) -> dict[str, Any]:
+            entered.set()
+            await release.wait()
+            return {"tools": []}
+
+        server = await asyncio_adapter.serve(Hub(), exchange_handler=handler, close_timeout=HANG)
+        sock = await asyncio.to_thread(send_exchange_ask, server.port)
+        try:
+            await asyncio.wait_for(entered.wait(), HANG)
+            first = asyncio.create_task(server.close())
+            await asyncio.sleep(0)
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            second = asyncio.create_task(server.close())
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not second.done(), "close() returned while the server still closes"
+            release.set()
+            await asyncio.wait_for(second, HANG)
+            assert server.connections == 0
+        finally:
+            sock.close()
+
+    asyncio.run(scenario())
+
+
+def test_trio_close_twice_waits_for_the_same_completion() -> None:
+    async def scenario() -> None:
+        entered = trio.Event()
+        release = trio.Event()
+        returned: list[int] = []
+
+        async def handler(ask: Ask) -> dict[str, Any]:
+            entered.set()
+            await release.wait()
+            return {"tools": []}
+
+        with trio.fail_after(HANG):
+            async with (
+                trio_adapter.serve(Hub(), exchange_handler=handler, close_timeout=HANG) as server,
+                trio.open_nursery() as nursery,
+            ):
+                sock = await trio.to_thread.run_sync(send_exchange_ask, server.port)
+                try:
+                    await entered.wait()
+
+                    async def close() -> None:
+                        await server.close()
+                        returned.append(server.connections)
+
+                    nursery.start_soon(close)
+                    nursery.start_soon(close)
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert returned == [], "a close() returned while the server still closes"
+                    release.set()
+                finally:
+                    sock.close()
+        assert returned == [0, 0]
+
+    trio.run(scenario)
+
+
+def test_trio_close_goes_on_when_its_first_caller_is_cancelled() -> None:
+    async def scenario() -> None:
+        entered = trio.Event()
+        release = trio.Event()
+
+        async def handler(ask: Ask) -> dict[str, Any]:
+            entered.set()
+            await release.wait()
+            return {"tools": []}
+
+        async with trio_adapter.serve(
+            Hub(), exchange_handler=handler, close_timeout=HANG
+        ) as server:
+            sock = await trio.to_thread.run_sync(send_exchange_ask, server.port)
+            try:
+                await entered.wait()
+                with trio.CancelScope() as scope:
+                    scope.cancel()
+                    await server.close()
+                release.set()
+                await server.close()
+                assert server.connections == 0
+            finally:
+                sock.close()
+
+    # A close() cancelled half way must not leave the server half closed:
+    # serve() closes it again, shielded, when its block is left, and no
+    # cancellation can end that wait. So the guard is a thread's.
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            trio.run(scenario)
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(HANG)
+    assert not thread.is_alive(), "the server never finished closing"
+    if errors:
+        raise errors[0]
+
+
+def test_blocking_close_twice_waits_for_the_same_completion() -> None:
+    entered = threading.Event()
+    release = threading.Event()
+
+    def handler(ask: Ask) -> dict[str, Any]:
+        entered.set()
+        release.wait(HANG)
+        return {"tools": []}
+
+    server = blocking_adapter.serve(Hub(), exchange_handler=handler, close_timeout=HANG)
+    sock = send_exchange_ask(server.port)
+    returned: list[int] = []
+
+    def close() -> None:
+        server.close()
+        returned.append(server.connections)
+
+    try:
+        assert entered.wait(HANG)
+        closers = [threading.Thread(target=close, daemon=True) for _ in range(2)]
+        for closer in closers:
+            closer.start()
+        # Neither returns while the handler holds the connection open.
+        closers[1].join(0.2)
+        assert returned == [], "a close() returned while the server still closes"
+        release.set()
+        for closer in closers:
+            closer.join(HANG)
+            assert not closer.is_alive()
+        assert returned == [0, 0]
+    finally:
+        release.set()
+        sock.close()
+        server.close()
+
+
+# --- the blocking server out of file descriptors ----------------------------------------------
+
+#: Runs in a fresh interpreter with a low descriptor limit: a blocking server
+#: accepts a connection with ``SPARE`` descriptors left, so that setting the
+#: connection up fails, then serves the next one once descriptors are back.
+_OUT_OF_DESCRIPTORS = """
+import errno, os, resource, socket, sys, time
+
+from diverge_notifications.adapters import blocking
+from diverge_notifications.sansio import Hub, ProxyConnection
+
+GUARD = 10.0
+SPARE = int(sys.argv[1])
+
+def wait_until(predicate, what):
+    deadline = time.monotonic() + GUARD
+    while not predicate():
+        if time.monotonic() > deadline:
+            sys.exit(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+def ask(port):
+    # A notifications ask; the head of the answer.
+    with socket.create_connection(("127.0.0.1", port), timeout=GUARD) as sock:
+        sock.sendall(ProxyConnection(f"127.0.0.1:{port}").data_to_send())
+        head = b""
+        while b"\\r\\n\\r\\n" not in head:
+            data = sock.recv(4096)
+            if not data:
+                break
+            head += data
+    return head
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+limit = 256 if hard == resource.RLIM_INFINITY else min(256, hard)
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+server = blocking.serve(Hub(), keepalive_interval=60.0)
+# Everything the second ask needs is loaded and used once before descriptors run out.
+assert ask(server.port).startswith(b"HTTP/1.1 200 "), "the first ask"
+wait_until(lambda: server.connections == 0, "the first connection to end")
+
+spare = []
+while True:
+    try:
+        spare.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError as error:
+        assert error.errno == errno.EMFILE, error
+        break
+for _ in range(SPARE):
+    os.close(spare.pop())
+# One descriptor for this end, one for the accepted end: what is left (if
+# anything) does not make a connection's wake-up pair, or its selector.
+client = socket.socket()
+client.settimeout(GUARD)
+client.connect(("127.0.0.1", server.port))
+try:
+    data = client.recv(1)
+except ConnectionResetError:
+    data = b""
+except TimeoutError:
+    sys.exit("the server kept a connection it could not serve")
+assert data == b"", data
+client.close()
+wait_until(lambda: server.connections == 0, "the failed connection to be forgotten")
+
+for descriptor in spare:
+    os.close(descriptor)
+try:
+    head = ask(server.port)
+except TimeoutError:
+    sys.exit("no answer once descriptors were back: the server stopped accepting")
+assert head.startswith(b"HTTP/1.1 200 "), head
+wait_until(lambda: server.connections == 0, "the last connection to end")
+server.close()
+print("served")
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")
+@pytest.mark.parametrize(
+    "spare",
+    [
+        pytest.param(2, id="no-wakeup-pair"),
+        pytest.param(4, id="no-selector"),
+    ],
+)
+def test_blocking_server_survives_running_out_of_descriptors(spare: int) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_OUT_OF_DESCRIPTORS), str(spare)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "served"

@@ -13,10 +13,11 @@ objects and owns the clock. Every decision it takes comes from here:
   caller sees.
 - :class:`ServingConnection` is one accepted connection of a serving adapter: it
   owns the :class:`ServerConnection`, the hub subscription, batching, the
-  keep-alive schedule and the shutdown of the path. The adapter feeds it
-  bytes and writes what it returns.
-- :class:`ServeSettings` is a server's options, checked once; it makes the
-  :class:`ServingConnection` of each accepted connection.
+  deadline of the ask, the keep-alive schedule and the shutdown of the
+  path. The adapter feeds it bytes and writes what it returns.
+- :class:`ServeSettings` is a server's options, checked once (the token
+  included); it makes the :class:`ServingConnection` of each accepted
+  connection.
   :func:`run_exchange_handler` answers an exchange for the async adapters.
 
 Nothing here opens sockets, sleeps or reads a clock: ``now`` is a
@@ -63,6 +64,7 @@ from ..sansio.server import (
 )
 
 __all__ = [
+    "DEFAULT_ASK_TIMEOUT",
     "DEFAULT_CLOSE_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_KEEPALIVE_INTERVAL",
@@ -100,6 +102,8 @@ READ_SIZE: Final = 256 * 1024
 DEFAULT_MAX_BATCH: Final = 1024
 #: Seconds a closing server waits for its listeners to take the end of their paths.
 DEFAULT_CLOSE_TIMEOUT: Final = 5.0
+#: Seconds a server gives a new connection to complete its ask before closing it.
+DEFAULT_ASK_TIMEOUT: Final = 10.0
 
 
 @attrs.frozen(kw_only=True)
@@ -290,6 +294,11 @@ class ListenDriver:
     A path that stays silent for ``3 * keepalive_interval`` seconds (not
     even a keep-alive frame) is broken: the driver ends it with
     ``StreamBroken(reason="idle timeout: no data for N s")`` and asks again.
+
+    The ask is built once here, as every attempt builds it: a ``token`` (or
+    an authority) that cannot go into a request (empty, non-ASCII, a control
+    character, trailing white space...) is a :class:`ValueError` now, not a
+    failure of the first attempt.
     """
 
     def __init__(
@@ -324,6 +333,10 @@ class ListenDriver:
         self._state = _ListenState.IDLE
         self._connection: ProxyConnection | None = None
         self._actions: deque[ListenAction] = deque()
+        try:
+            self._new_connection()
+        except LocalProtocolError as error:
+            raise ValueError(f"the listener cannot ask: {error}") from None
 
     @property
     def connection(self) -> ProxyConnection | None:
@@ -351,15 +364,9 @@ class ListenDriver:
         if ask_at > now:
             return Sleep(delay=ask_at - now)
         self.policy.ask_started(now)
-        endpoint = self.endpoint
-        self._connection = ProxyConnection(
-            endpoint.authority,
-            token=self._token,
-            profile=self._profile,
-            max_frame_size=self._max_frame_size,
-            target=endpoint.target,
-        )
+        self._connection = self._new_connection()
         self._state = _ListenState.CONNECTING
+        endpoint = self.endpoint
         return Connect(host=endpoint.host, port=endpoint.port, timeout=self._connect_timeout)
 
     def connected(self, now: float) -> None:
@@ -401,6 +408,16 @@ class ListenDriver:
         # it produces carries the idle timeout as its reason.
         connection.receive_data(b"")
         self._drain(now, connection, broken_reason=idle_timeout_reason(self.idle_timeout))
+
+    def _new_connection(self) -> ProxyConnection:
+        endpoint = self.endpoint
+        return ProxyConnection(
+            endpoint.authority,
+            token=self._token,
+            profile=self._profile,
+            max_frame_size=self._max_frame_size,
+            target=endpoint.target,
+        )
 
     def _expect(self, state: _ListenState) -> ProxyConnection:
         connection = self._connection
@@ -473,14 +490,20 @@ ExchangeHandler = Callable[[Ask], ExchangeResult | Awaitable[ExchangeResult]]
 class ServingConnection:
     """One accepted connection of a serving adapter, without the I/O.
 
-    The adapter feeds :meth:`receive` with what it reads and writes what
-    :meth:`take_output` returns, whenever ``wake`` was called, after each
-    :meth:`receive`, and while :attr:`has_backlog` is true. It writes
-    :meth:`keepalive` at :attr:`keepalive_at`, calls :meth:`shutdown` when
-    the server closes and :meth:`connection_lost` when the socket is gone,
-    and closes the socket once :attr:`done` is true and the output is
-    written. When :attr:`exchange` is set, the adapter runs the exchange
-    handler and passes its result (or exception) to :meth:`answer_exchange`.
+    The adapter makes it when it accepts the connection, at ``now``, feeds
+    :meth:`receive` with what it reads and writes what :meth:`take_output`
+    returns, whenever ``wake`` was called, after each :meth:`receive`, and
+    while :attr:`has_backlog` is true. It calls :meth:`check_ask_deadline`
+    at :attr:`ask_deadline` and writes :meth:`keepalive` at
+    :attr:`keepalive_at`, calls :meth:`shutdown` when the server closes and
+    :meth:`connection_lost` when the socket is gone, and closes the socket
+    once :attr:`done` is true and the output is written. When
+    :attr:`exchange` is set, the adapter runs the exchange handler and
+    passes its result (or exception) to :meth:`answer_exchange`.
+
+    A peer has ``ask_timeout`` seconds from the accept to complete its ask;
+    one that has not by then (it sends nothing, or sends it slowly) holds a
+    connection nobody is served by, and is closed without an answer.
 
     ``hub_lock`` serialises every call into the hub and the subscriber
     (the blocking adapter's threads); ``wake`` is the subscriber's
@@ -492,6 +515,8 @@ class ServingConnection:
         hub: Hub,
         *,
         wake: Callable[[], None],
+        now: float,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
         token: str | None = None,
         profile: Profile = Profile.PROVIDER,
@@ -501,9 +526,12 @@ class ServingConnection:
         max_batch: int = DEFAULT_MAX_BATCH,
         hub_lock: contextlib.AbstractContextManager[Any] | None = None,
     ) -> None:
+        _require_positive("ask_timeout", ask_timeout)
         self._hub = hub
         self._wake = wake
         self._keepalive_interval = keepalive_interval
+        #: Until the ask is complete: when the connection is closed if it is not.
+        self._ask_deadline: float | None = now + ask_timeout
         self._connection = ServerConnection(token=token, profile=profile, channel_ids=channel_ids)
         self._answers_exchanges = answers_exchanges
         self._queue_size = queue_size
@@ -555,6 +583,11 @@ class ServingConnection:
             return len(subscriber) > 0
 
     @property
+    def ask_deadline(self) -> float | None:
+        """When the connection is closed unless its ask is complete; ``None`` once it is."""
+        return self._ask_deadline
+
+    @property
     def keepalive_at(self) -> float | None:
         """When a keep-alive is due if nothing else is written, or ``None``."""
         if self._subscriber is None:
@@ -573,6 +606,8 @@ class ServingConnection:
             event = connection.next_event()
             if event is NEED_DATA:
                 break
+            # Whatever the event, the ask is over: read, refused, or abandoned.
+            self._ask_deadline = None
             if isinstance(event, NotificationsAsked):
                 self._open_path(now)
             elif isinstance(event, ExchangeAsked):
@@ -620,6 +655,16 @@ class ServingConnection:
         if out:
             self._last_output = now
         return out
+
+    def check_ask_deadline(self, now: float) -> None:
+        """Past :attr:`ask_deadline` at ``now``, the connection is :attr:`done`.
+
+        Nothing is written: the peer said nothing to answer. Before the
+        deadline, or once the ask is complete, this does nothing.
+        """
+        due = self._ask_deadline
+        if due is not None and now >= due:
+            self._finish(b"")
 
     def keepalive(self, now: float) -> bytes:
         """A keep-alive frame if one is due at ``now``, else ``b""``."""
@@ -669,6 +714,7 @@ class ServingConnection:
         self._unsubscribe()
         self._exchange = None
         self._done = True
+        self._ask_deadline = None
 
     # -- internals ----------------------------------------------------------------
 
@@ -692,6 +738,7 @@ class ServingConnection:
     def _finish(self, data: bytes) -> None:
         self._outbox += data
         self._done = True
+        self._ask_deadline = None
 
 
 def _internal_error(message: str) -> ErrorData:
@@ -700,6 +747,13 @@ def _internal_error(message: str) -> ErrorData:
 
 def _check_positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
     _require_positive(attribute.name, value)
+
+
+def _check_token(_instance: object, _attribute: attrs.Attribute[Any], token: str | None) -> None:
+    # The very check each accepted connection's ServerConnection makes: a
+    # token it refuses is refused once here (ValueError), not by every
+    # connection later.
+    ServerConnection(token=token)
 
 
 #: The exchange handler a server takes: :data:`ExchangeHandler` for the async
@@ -713,16 +767,20 @@ class ServeSettings(Generic[_Handler]):
 
     The server holds one and makes the :class:`ServingConnection` of each
     accepted connection with :meth:`serving_connection`; ``channel_ids``
-    mints the channel ids of all its connections.
+    mints the channel ids of all its connections. A ``token`` the
+    :class:`ServerConnection` refuses (it is one or more visible ASCII
+    characters), and a timeout, interval or size that is not positive, are a
+    :class:`ValueError` here.
     """
 
-    token: str | None
+    token: str | None = attrs.field(validator=_check_token)
     keepalive_interval: float = attrs.field(validator=_check_positive)
     profile: Profile
     exchange_handler: _Handler | None
     queue_size: int | None = attrs.field(validator=attrs.validators.optional(_check_positive))
     max_batch: int = attrs.field(validator=_check_positive)
     close_timeout: float = attrs.field(validator=_check_positive)
+    ask_timeout: float = attrs.field(default=DEFAULT_ASK_TIMEOUT, validator=_check_positive)
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
 
     def serving_connection(
@@ -730,12 +788,15 @@ class ServeSettings(Generic[_Handler]):
         hub: Hub,
         *,
         wake: Callable[[], None],
+        now: float,
         hub_lock: contextlib.AbstractContextManager[Any] | None = None,
     ) -> ServingConnection:
-        """The :class:`ServingConnection` of one accepted connection; see its arguments."""
+        """The :class:`ServingConnection` of a connection accepted at ``now``; see its arguments."""
         return ServingConnection(
             hub,
             wake=wake,
+            now=now,
+            ask_timeout=self.ask_timeout,
             keepalive_interval=self.keepalive_interval,
             token=self.token,
             profile=self.profile,

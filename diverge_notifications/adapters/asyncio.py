@@ -21,6 +21,7 @@ from ..sansio.mcp import Notification
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
 from ._common import (
+    DEFAULT_ASK_TIMEOUT,
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
@@ -116,7 +117,7 @@ class _ClientProtocol(asyncio.Protocol):
         return None
 
 
-async def listen(
+def listen(
     url: str,
     *,
     token: str | None = None,
@@ -140,6 +141,11 @@ async def listen(
     returns only after ``AttemptsExhausted``; stop it with ``aclose()`` or
     by cancelling the task that iterates it, which closes the connection
     and asks no more.
+
+    The arguments are checked when ``listen`` is called, before any
+    connection: a bad URL, a non-positive interval or a ``token`` that
+    cannot go into a request (empty, non-ASCII, a control character...)
+    raises :class:`ValueError` from the call itself.
     """
     driver = ListenDriver(
         url,
@@ -152,6 +158,10 @@ async def listen(
         random=random,
         connect_timeout=connect_timeout,
     )
+    return _listen(driver)
+
+
+async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, None]:
     loop = asyncio.get_running_loop()
     protocol: _ClientProtocol | None = None
     try:
@@ -215,11 +225,15 @@ class _ServeProtocol(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self._server = server
         self._loop = server._loop
-        self._serving = server._settings.serving_connection(server.hub, wake=self._wake)
+        # Made when the connection is accepted: the ask's deadline starts now.
+        self._serving = server._settings.serving_connection(
+            server.hub, wake=self._wake, now=self._loop.time()
+        )
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
+        self._ask_timer: asyncio.TimerHandle | None = None
         self._exchange_task: asyncio.Task[None] | None = None
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
@@ -231,7 +245,7 @@ class _ServeProtocol(asyncio.Protocol):
         self._server._connections.add(self)
         if self._server._closing:
             self._serving.shutdown()
-            self._flush()
+        self._flush()
 
     def data_received(self, data: bytes) -> None:
         self._serving.receive(data, self._loop.time())
@@ -248,6 +262,9 @@ class _ServeProtocol(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._ask_timer is not None:
+            self._ask_timer.cancel()
+            self._ask_timer = None
         if self._exchange_task is not None:
             self._exchange_task.cancel()
         self._server._connections.discard(self)
@@ -287,6 +304,7 @@ class _ServeProtocol(asyncio.Protocol):
         if serving.done:
             transport.close()
             return
+        self._arm_ask_deadline()
         if serving.exchange is not None and self._exchange_task is None:
             self._exchange_task = self._loop.create_task(self._answer_exchange())
         if serving.path_open:
@@ -294,6 +312,22 @@ class _ServeProtocol(asyncio.Protocol):
                 self._arm_keepalive()
             if serving.has_backlog and not self._paused:
                 self._wake()
+
+    def _arm_ask_deadline(self) -> None:
+        at = self._serving.ask_deadline
+        if at is None:
+            if self._ask_timer is not None:
+                self._ask_timer.cancel()  # the ask is complete
+                self._ask_timer = None
+        elif self._ask_timer is None:
+            self._ask_timer = self._loop.call_at(at, self._ask_deadline_passed)
+
+    def _ask_deadline_passed(self) -> None:
+        # The loop may run a timer a little early (its clock's resolution):
+        # if the deadline is not passed yet, _flush() arms it again.
+        self._ask_timer = None
+        self._serving.check_ask_deadline(self._loop.time())
+        self._flush()
 
     def _arm_keepalive(self) -> None:
         at = self._serving.keepalive_at
@@ -342,6 +376,7 @@ class Server:
         queue_size: int | None,
         max_batch: int,
         close_timeout: float,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         self._settings: ServeSettings[ExchangeHandler] = ServeSettings(
             token=token,
@@ -351,6 +386,7 @@ class Server:
             queue_size=queue_size,
             max_batch=max_batch,
             close_timeout=close_timeout,
+            ask_timeout=ask_timeout,
         )
         self.hub = hub
         self.host = ""
@@ -359,6 +395,7 @@ class Server:
         self._server: asyncio.Server | None = None
         self._connections: set[_ServeProtocol] = set()
         self._closing = False
+        self._closed: asyncio.Task[None] | None = None
 
     @property
     def keepalive_interval(self) -> float:
@@ -391,16 +428,22 @@ class Server:
         """End every open path cleanly, stop accepting, and close every connection.
 
         Connections whose peer does not take the end within
-        ``close_timeout`` seconds (a stalled listener) are aborted.
+        ``close_timeout`` seconds (a stalled listener) are aborted. Every
+        call returns when the server is closed, a second one included; a
+        cancelled call leaves the closing to go on (any call waits for it).
         """
-        if self._closing:
-            return
-        self._closing = True
-        if self._server is not None:
-            self._server.close()
-        connections = list(self._connections)
-        for connection in connections:
-            connection.shutdown()
+        if self._closed is None:
+            self._closing = True
+            if self._server is not None:
+                self._server.close()
+            connections = list(self._connections)
+            for connection in connections:
+                connection.shutdown()
+            self._closed = self._loop.create_task(self._finish_closing(connections))
+        # Shielded: a caller that is cancelled does not stop the closing.
+        await asyncio.shield(self._closed)
+
+    async def _finish_closing(self, connections: list[_ServeProtocol]) -> None:
         if connections:
             waiters = [connection.closed for connection in connections]
             _, pending = await asyncio.wait(waiters, timeout=self._settings.close_timeout)
@@ -436,6 +479,7 @@ async def serve(
     queue_size: int | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT,
 ) -> Server:
     """Serve ``hub`` on ``host``:``port`` (0 picks a free port) and return the running server.
 
@@ -446,6 +490,13 @@ async def serve(
     does not read loses what its queue cannot hold, and nobody else waits
     for it. Asks of kinds 0-3 are declined ("not served") unless an
     ``exchange_handler`` answers them (it may be a coroutine function).
+    A connection that has not completed its ask ``ask_timeout`` seconds
+    after it was accepted is closed without an answer.
+
+    The options are checked before anything listens: a ``token`` that the
+    server could not compare (it must be one or more visible ASCII
+    characters) or a non-positive interval, timeout or size raises
+    :class:`ValueError`.
     """
     server = Server(
         hub,
@@ -456,6 +507,7 @@ async def serve(
         queue_size=queue_size,
         max_batch=max_batch,
         close_timeout=close_timeout,
+        ask_timeout=ask_timeout,
     )
     await server._start(host, port)
     return server

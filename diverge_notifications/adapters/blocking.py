@@ -28,6 +28,7 @@ from ..sansio.mcp import Notification
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
 from ._common import (
+    DEFAULT_ASK_TIMEOUT,
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
@@ -54,6 +55,11 @@ __all__ = ["Listener", "Server", "listen", "serve"]
 BlockingExchangeHandler = Callable[[Ask], ExchangeResult]
 
 _Closing = TypeVar("_Closing", bound="_ClosedOnExit")
+
+#: Seconds the accepting thread waits after a failure to accept or to set a
+#: connection up (out of descriptors, out of threads), so that connections
+#: can end and give theirs back first.
+_ACCEPT_BACKOFF = 0.1
 
 
 class _ClosedOnExit:
@@ -209,7 +215,9 @@ def listen(
     notifications (every event with ``events=True``), a re-ask after every
     end of a path with the policy's delay, ``3 * keepalive_interval``
     seconds of silence as a broken path, the end after
-    ``AttemptsExhausted``. ``close()`` (from any thread) stops it.
+    ``AttemptsExhausted``. ``close()`` (from any thread) stops it. The
+    arguments (the ``token`` included) are checked by the call, before any
+    connection: :class:`ValueError`.
     """
     driver = ListenDriver(
         url,
@@ -260,9 +268,10 @@ class _Connection:
     def __init__(self, server: Server, sock: socket.socket) -> None:
         self._server = server
         self.socket = sock
-        self.wakeup = _Wakeup()
+        self.wakeup = _Wakeup()  # OSError when out of descriptors: the caller closes sock
+        # Made when the connection is accepted: the ask's deadline starts now.
         self.serving = server._settings.serving_connection(
-            server.hub, wake=self.wakeup.set, hub_lock=server.lock
+            server.hub, wake=self.wakeup.set, now=time.monotonic(), hub_lock=server.lock
         )
         self.thread = threading.Thread(
             target=self._run, name=f"diverge-serve-{sock.fileno()}", daemon=True
@@ -271,9 +280,12 @@ class _Connection:
     def _run(self) -> None:
         serving = self.serving
         sock = self.socket
-        selector = selectors.DefaultSelector()
+        selector: selectors.BaseSelector | None = None
         shut_down = False
         try:
+            # Inside the try: out of descriptors, the connection is closed
+            # and forgotten like any other that fails.
+            selector = selectors.DefaultSelector()
             selector.register(sock, selectors.EVENT_READ)
             selector.register(self.wakeup, selectors.EVENT_READ)
             while True:
@@ -281,6 +293,7 @@ class _Connection:
                     shut_down = True
                     serving.shutdown()
                 now = time.monotonic()
+                serving.check_ask_deadline(now)
                 out = serving.take_output(now) + serving.keepalive(now)
                 if out:
                     sock.sendall(out)
@@ -291,7 +304,11 @@ class _Connection:
                     continue
                 if serving.has_backlog:
                     continue
-                at = serving.keepalive_at
+                # At most one of the two is set: the ask's deadline is
+                # cleared before a path (and its keep-alives) can start.
+                at = serving.ask_deadline
+                if at is None:
+                    at = serving.keepalive_at
                 timeout = None if at is None else max(0.0, at - time.monotonic())
                 for key, _ in selector.select(timeout):
                     if key.fileobj is sock:
@@ -305,7 +322,8 @@ class _Connection:
             pass  # the peer went away, or close() gave up on it
         finally:
             serving.connection_lost()
-            selector.close()
+            if selector is not None:
+                selector.close()
             sock.close()
             self.wakeup.close()
             self._server._forget(self)
@@ -344,6 +362,7 @@ class Server(_ClosedOnExit):
         queue_size: int | None,
         max_batch: int,
         close_timeout: float,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         self._settings: ServeSettings[BlockingExchangeHandler] = ServeSettings(
             token=token,
@@ -353,6 +372,7 @@ class Server(_ClosedOnExit):
             queue_size=queue_size,
             max_batch=max_batch,
             close_timeout=close_timeout,
+            ask_timeout=ask_timeout,
         )
         self.hub = hub
         #: Held around every call into the hub; hold it too to call the hub directly.
@@ -360,17 +380,28 @@ class Server(_ClosedOnExit):
         self._connections: set[_Connection] = set()
         self._connections_lock = threading.Lock()
         self._closing = False
-        self._wakeup = _Wakeup()
+        #: Set once the first close() has finished: later ones wait for it.
+        self._closed = threading.Event()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._listener = socket.create_server((host, port), family=family)
-        self._listener.setblocking(False)
-        name = self._listener.getsockname()
-        self.host = str(name[0])
-        self.port = int(name[1])
-        self._accept_thread = threading.Thread(
-            target=self._accept, name=f"diverge-accept-{self.port}", daemon=True
-        )
-        self._accept_thread.start()
+        with contextlib.ExitStack() as on_failure:
+            self._listener = socket.create_server((host, port), family=family)
+            on_failure.callback(self._listener.close)
+            self._listener.setblocking(False)
+            self._wakeup = _Wakeup()
+            on_failure.callback(self._wakeup.close)
+            # Made here, not in the thread: a failure is the caller's OSError.
+            self._selector = selectors.DefaultSelector()
+            on_failure.callback(self._selector.close)
+            self._selector.register(self._listener, selectors.EVENT_READ)
+            self._selector.register(self._wakeup, selectors.EVENT_READ)
+            name = self._listener.getsockname()
+            self.host = str(name[0])
+            self.port = int(name[1])
+            self._accept_thread = threading.Thread(
+                target=self._accept, name=f"diverge-accept-{self.port}", daemon=True
+            )
+            self._accept_thread.start()
+            on_failure.pop_all()
 
     @property
     def keepalive_interval(self) -> float:
@@ -397,9 +428,7 @@ class Server(_ClosedOnExit):
             return self.hub.publish(item)
 
     def _accept(self) -> None:
-        selector = selectors.DefaultSelector()
-        selector.register(self._listener, selectors.EVENT_READ)
-        selector.register(self._wakeup, selectors.EVENT_READ)
+        selector = self._selector
         try:
             while not self._closing:
                 selector.select()
@@ -410,18 +439,30 @@ class Server(_ClosedOnExit):
                 except BlockingIOError:
                     continue
                 except OSError:
-                    time.sleep(0.1)  # out of descriptors: let connections end first
+                    time.sleep(_ACCEPT_BACKOFF)  # out of descriptors: let connections end first
                     continue
-                sock.setblocking(True)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                connection = _Connection(self, sock)
+                try:
+                    sock.setblocking(True)
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    connection = _Connection(self, sock)  # a socket pair: descriptors too
+                except OSError:
+                    sock.close()  # this peer is not served; the next one may be
+                    time.sleep(_ACCEPT_BACKOFF)
+                    continue
                 with self._connections_lock:
                     if self._closing:
                         sock.close()
                         connection.wakeup.close()
                         return
                     self._connections.add(connection)
-                connection.thread.start()
+                try:
+                    connection.thread.start()
+                except RuntimeError:  # out of threads
+                    self._forget(connection)
+                    connection.serving.connection_lost()
+                    sock.close()
+                    connection.wakeup.close()
+                    time.sleep(_ACCEPT_BACKOFF)
         finally:
             selector.close()
 
@@ -433,27 +474,34 @@ class Server(_ClosedOnExit):
         """End every open path cleanly, stop accepting, and close every connection.
 
         Connections whose peer does not take the end within
-        ``close_timeout`` seconds (a stalled listener) are shut down.
+        ``close_timeout`` seconds (a stalled listener) are shut down. Every
+        call returns when the server is closed: one made while another
+        thread closes it waits for that.
         """
         with self._connections_lock:
-            if self._closing:
-                return
+            closing = self._closing
             self._closing = True
             connections = list(self._connections)
-        self._wakeup.set()
-        self._accept_thread.join()
-        self._listener.close()
-        self._wakeup.close()
-        for connection in connections:
-            connection.wakeup.set()
-        close_timeout = self._settings.close_timeout
-        deadline = time.monotonic() + close_timeout
-        for connection in connections:
-            connection.thread.join(max(0.0, deadline - time.monotonic()))
-        for connection in connections:
-            if connection.thread.is_alive():
-                connection.force_close()
-                connection.thread.join(close_timeout)
+        if closing:
+            self._closed.wait()
+            return
+        try:
+            self._wakeup.set()
+            self._accept_thread.join()
+            self._listener.close()
+            self._wakeup.close()
+            for connection in connections:
+                connection.wakeup.set()
+            close_timeout = self._settings.close_timeout
+            deadline = time.monotonic() + close_timeout
+            for connection in connections:
+                connection.thread.join(max(0.0, deadline - time.monotonic()))
+            for connection in connections:
+                if connection.thread.is_alive():
+                    connection.force_close()
+                    connection.thread.join(close_timeout)
+        finally:
+            self._closed.set()
 
 
 def serve(
@@ -468,12 +516,14 @@ def serve(
     queue_size: int | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT,
 ) -> Server:
     """Serve ``hub`` on ``host``:``port`` (0 picks a free port) on background threads.
 
     Returns the running :class:`Server`. The options are those of the
-    asyncio :func:`serve`; ``exchange_handler`` must return its answer
-    (it runs on the connection's thread).
+    asyncio :func:`serve`, checked the same way before anything listens (a
+    bad ``token`` or option is a :class:`ValueError`); ``exchange_handler``
+    must return its answer (it runs on the connection's thread).
     """
     return Server(
         hub,
@@ -486,4 +536,5 @@ def serve(
         queue_size=queue_size,
         max_batch=max_batch,
         close_timeout=close_timeout,
+        ask_timeout=ask_timeout,
     )

@@ -24,6 +24,7 @@ from ..sansio.mcp import Notification
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
 from ._common import (
+    DEFAULT_ASK_TIMEOUT,
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
@@ -52,7 +53,7 @@ _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 # --- the listener --------------------------------------------------------------
 
 
-async def listen(
+def listen(
     url: str,
     *,
     token: str | None = None,
@@ -69,7 +70,9 @@ async def listen(
     An async generator with the same items and behaviour. Iterate it inside
     ``contextlib.aclosing(...)`` (trio finalizes abandoned async generators
     late); leaving that block, or cancelling the surrounding scope, closes
-    the connection and asks no more.
+    the connection and asks no more. As there, the arguments (the
+    ``token`` included) are checked when ``listen`` is called, before any
+    connection: :class:`ValueError` from the call itself.
     """
     driver = ListenDriver(
         url,
@@ -82,6 +85,10 @@ async def listen(
         random=random,
         connect_timeout=connect_timeout,
     )
+    return _listen(driver)
+
+
+async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, None]:
     stream: trio.SocketStream | None = None
     try:
         while True:
@@ -142,7 +149,10 @@ class _Connection:
     def __init__(self, server: Server, stream: trio.SocketStream) -> None:
         self._server = server
         self._stream = stream
-        self.serving = server._settings.serving_connection(server.hub, wake=self._wake)
+        # Made when the connection is accepted: the ask's deadline starts now.
+        self.serving = server._settings.serving_connection(
+            server.hub, wake=self._wake, now=trio.current_time()
+        )
         self._ready = trio.Event()
         self.finished = trio.Event()
         self.cancel_scope = trio.CancelScope()
@@ -189,6 +199,7 @@ class _Connection:
             # from here on sets it, and whatever came before is taken now.
             self._ready = trio.Event()
             now = trio.current_time()
+            serving.check_ask_deadline(now)
             out = serving.take_output(now) + serving.keepalive(now)
             if out:
                 try:
@@ -204,8 +215,15 @@ class _Connection:
             if serving.has_backlog:
                 await trio.lowlevel.checkpoint()
                 continue
-            at = serving.keepalive_at
-            with trio.move_on_at(at if at is not None else math.inf):
+            # At most one of the two is set: the ask's deadline is cleared
+            # before a path (and its keep-alives) can start.
+            ask_deadline = serving.ask_deadline
+            keepalive_at = serving.keepalive_at
+            at = min(
+                math.inf if ask_deadline is None else ask_deadline,
+                math.inf if keepalive_at is None else keepalive_at,
+            )
+            with trio.move_on_at(at):
                 await self._ready.wait()
 
 
@@ -227,6 +245,7 @@ class Server:
         queue_size: int | None,
         max_batch: int,
         close_timeout: float,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         self._settings: ServeSettings[ExchangeHandler] = ServeSettings(
             token=token,
@@ -236,6 +255,7 @@ class Server:
             queue_size=queue_size,
             max_batch=max_batch,
             close_timeout=close_timeout,
+            ask_timeout=ask_timeout,
         )
         self.hub = hub
         self.host = ""
@@ -286,25 +306,39 @@ class Server:
         """End every open path cleanly, stop accepting, and close every connection.
 
         Connections whose peer does not take the end within
-        ``close_timeout`` seconds (a stalled listener) are cancelled.
+        ``close_timeout`` seconds (a stalled listener) are cancelled. Every
+        call returns when the server is closed, a second one included. As
+        trio's ``aclose()`` does, a close that is cancelled still closes,
+        forcefully: the connections left are cut off at once, then
+        ``Cancelled`` goes on.
         """
         if self._closing:
             await self._closed.wait()
             return
-        self._closing = True
-        for listener in self._listeners:
-            await trio.aclose_forcefully(listener)
-        connections = list(self._connections)
-        for connection in connections:
-            connection.shutdown()
-        with trio.move_on_after(self._settings.close_timeout):
-            for connection in connections:
-                await connection.finished.wait()
-        for connection in connections:
-            connection.cancel_scope.cancel()
-        for connection in connections:
-            await connection.finished.wait()
-        self._closed.set()
+        self._closing = True  # from here on _accept closes what it accepts
+        try:
+            # Shielded, and brief: every listener is closed (so that every
+            # _accept task ends) and every connection told, whatever happens.
+            with trio.CancelScope(shield=True):
+                for listener in self._listeners:
+                    await trio.aclose_forcefully(listener)
+                for connection in list(self._connections):
+                    connection.shutdown()
+            with trio.move_on_after(self._settings.close_timeout):
+                for connection in list(self._connections):
+                    await connection.finished.wait()
+        finally:
+            try:
+                # Timed out or cancelled: cut off what is left. A cancelled
+                # connection ends at once, so the shield holds only briefly.
+                with trio.CancelScope(shield=True):
+                    connections = list(self._connections)
+                    for connection in connections:
+                        connection.cancel_scope.cancel()
+                    for connection in connections:
+                        await connection.finished.wait()
+            finally:
+                self._closed.set()
 
 
 @asynccontextmanager
@@ -320,12 +354,15 @@ async def serve(
     queue_size: int | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT,
 ) -> AsyncIterator[Server]:
     """Serve ``hub`` on ``host``:``port`` while the ``async with`` block runs.
 
     ``async with serve(hub) as server:`` starts it; leaving the block ends
     every open path cleanly and closes (see :meth:`Server.close`). The
-    options are those of the asyncio :func:`serve`.
+    options are those of the asyncio :func:`serve`, and are checked the
+    same way: a bad ``token`` or option raises :class:`ValueError` when the
+    block is entered, before anything listens.
     """
     server = Server(
         hub,
@@ -336,6 +373,7 @@ async def serve(
         queue_size=queue_size,
         max_batch=max_batch,
         close_timeout=close_timeout,
+        ask_timeout=ask_timeout,
     )
     server._listeners = await trio.open_tcp_listeners(port, host=host)
     name = server._listeners[0].socket.getsockname()
