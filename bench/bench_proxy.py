@@ -1,7 +1,9 @@
 """Notifications per second through ProxyConnection, against bare ``json.loads``.
 
-Two message shapes: ~150-byte progress notifications and ~8 KiB log
-messages. The answer is read in 64 KiB pieces, in two layouts:
+Three message shapes: ~150-byte progress notifications, ~8 KiB log
+messages and ~17 KiB log messages (the larger ones hold more than 127
+objects and arrays, so the strict decoder's nesting-depth check runs on
+them). The answer is read in 64 KiB pieces, in two layouts:
 
 * ``chunk each``: one HTTP chunk per notification, as a server writes
   notifications one at a time (``send_notification``);
@@ -59,12 +61,12 @@ def progress_bodies(count: int) -> list[bytes]:
     return bodies
 
 
-def log_bodies(count: int) -> list[bytes]:
+def log_bodies(count: int, records_each: int = 110) -> list[bytes]:
     bodies = []
     for index in range(count):
         records = [
             {"ts": 1_700_000_000 + i, "lvl": "info", "msg": f"request {index}-{i} served", "ms": i}
-            for i in range(110)
+            for i in range(records_each)
         ]
         data = {"service": "indexer", "batch": index, "records": records}
         params = {"level": "info", "logger": "indexer", "data": data}
@@ -164,7 +166,11 @@ def idle_path_size(samples: int = 200) -> float:
 
 
 def main() -> None:
-    shapes = {"progress": progress_bodies(20_000), "log 8 KiB": log_bodies(600)}
+    shapes = {
+        "progress": progress_bodies(20_000),
+        "log 8 KiB": log_bodies(600),
+        "log 17 KiB": log_bodies(300, records_each=240),
+    }
     print(
         f"{'message':10} {'layout':11} {'bytes/msg':>9} {'msgs/s':>10} {'us/msg':>7} "
         f"{'vs json.loads':>13}"

@@ -27,7 +27,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from itertools import chain, compress
+from typing import Any, Final
 
 __all__ = ["MAX_DEPTH", "JsonError", "canonical_bytes", "dumps", "parse"]
 
@@ -80,25 +82,38 @@ _checked_decoder = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int
 )
 _plain_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+# The decoders' scanners are called directly, as JSONDecoder.decode calls
+# them, but without its two whitespace matches when there is no whitespace
+# around the value: for a short message those cost as much as the scan.
+# (JSONDecoder sets ``scan_once`` on itself; typeshed does not declare it.)
+_scan_checked: Callable[[str, int], tuple[Any, int]] = vars(_checked_decoder)["scan_once"]
+_scan_plain: Callable[[str, int], tuple[Any, int]] = vars(_plain_decoder)["scan_once"]
+# The whitespace JSONDecoder.decode skips (json.decoder.WHITESPACE).
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
 # One C-level pass gives the shape of the text: digits become "0", exponent
-# letters "e", brackets "[", signs are deleted and everything else is " ".
-# Plain substring searches over it then say whether a number could be out of
-# range and how deep the nesting could be (a regular expression is several
-# times slower here than json.loads itself).
+# letters "e", signs are deleted and everything else is " ". Plain substring
+# searches over it then say whether a number could be out of range (a
+# regular expression is several times slower here than json.loads itself).
 _SHAPE_TABLE = bytes(
-    ord("0")
-    if 0x30 <= byte <= 0x39
-    else ord("e")
-    if byte in b"eE"
-    else ord("[")
-    if byte in b"[{"
-    else ord(" ")
+    ord("0") if 0x30 <= byte <= 0x39 else ord("e") if byte in b"eE" else ord(" ")
     for byte in range(256)
 )
 _LONG_DIGITS = b"0" * 20
 # For this literal the regular expression engine's prefix search is faster
-# than ``in``, which slows down on text full of digits.
+# than ``find``, which slows down on text full of digits.
 _LONG_EXPONENT = re.compile(rb"e000")
+# A value nested MAX_DEPTH deep has MAX_DEPTH opening and as many closing
+# brackets: a shorter text cannot be one, and its nesting is not checked.
+_DEPTH_TEXT_MIN = 2 * MAX_DEPTH
+# The quotes and brackets of a text, "{" and "}" read as "[" and "]".
+_TO_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_QUOTE_OR_BRACKET = bytes(sorted(set(range(256)) - set(b'"[]{}')))
+# An escaped backslash or quote (JSON escapes are two bytes, read from the
+# left, as a search reads them).
+_ESCAPED_BACKSLASH_OR_QUOTE = re.compile(rb'\\[\\"]')
+# Dropping escapes costs a little per escape: in a text with more than one
+# backslash in this many bytes, the value itself is walked instead.
+_SPARSE_ESCAPES = 16
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
@@ -106,17 +121,35 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 def parse(data: bytes | bytearray | memoryview) -> Any:
     """Decode ``data`` as exactly one strict JSON value, or raise :class:`JsonError`."""
-    raw = data if isinstance(data, bytes) else bytes(data)
+    raw = data if type(data) is bytes else bytes(data)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise JsonError(f"invalid UTF-8 at byte {error.start}") from None
+    # ``find`` rather than ``in``: on bytes, ``in`` first tries the needle
+    # as an integer, and that failed attempt costs more than the search.
+    shape = raw.translate(_SHAPE_TABLE, b"+-")
+    if shape.find(_LONG_DIGITS) < 0 and _LONG_EXPONENT.search(shape) is None:
+        scan = _scan_plain
+    else:
+        scan = _scan_checked
     try:
-        shape = raw.translate(_SHAPE_TABLE, b"+-")
-        if _LONG_DIGITS not in shape and _LONG_EXPONENT.search(shape) is None:
-            value = _plain_decoder.decode(text)
-        else:
-            value = _checked_decoder.decode(text)
+        # What JSONDecoder.decode does, with the same errors: whitespace is
+        # skipped only where the scanner finds no value.
+        try:
+            value, end = scan(text, 0)
+        except StopIteration as stop:
+            start = _after_whitespace(text, 0)
+            if not start:
+                raise json.JSONDecodeError("Expecting value", text, stop.value) from None
+            try:
+                value, end = scan(text, start)
+            except StopIteration as error:
+                raise json.JSONDecodeError("Expecting value", text, error.value) from None
+        if end != len(text):
+            end = _after_whitespace(text, end)
+            if end != len(text):
+                raise json.JSONDecodeError("Extra data", text, end)
     except JsonError:
         raise
     except json.JSONDecodeError as error:
@@ -127,28 +160,69 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
         raise JsonError(_DEPTH_DETAIL) from None
     except ValueError as error:  # pragma: no cover - defensive: conversions are bounded above
         raise JsonError(str(error).split("\n", 1)[0]) from None
-    # Cheap pre-checks first: both walks below are skipped for ordinary
-    # messages, which keeps decoding within a small factor of json.loads.
-    if shape.count(b"[") >= MAX_DEPTH:
-        _check_depth(value)
-    if _SURROGATE_ESCAPE.search(raw) is not None:
+    # Cheap pre-checks first: the walks of the value below are skipped for
+    # ordinary messages, which keeps decoding within a small factor of
+    # json.loads.
+    if len(raw) >= _DEPTH_TEXT_MIN:
+        _check_depth_of(raw, value)
+    if raw.find(b"\\") >= 0 and _SURROGATE_ESCAPE.search(raw) is not None:
         _check_surrogates(value)
     return value
 
 
+def _after_whitespace(text: str, position: int) -> int:
+    match = _WHITESPACE.match(text, position)
+    assert match is not None  # the pattern matches the empty string too
+    return match.end()
+
+
+def _check_depth_of(raw: bytes, value: Any) -> None:
+    """Refuse ``value``, decoded from ``raw``, if it nests MAX_DEPTH deep.
+
+    The brackets outside strings say how deep the value nests; a few C-level
+    passes over the text find them. Only a text dense in escapes has its
+    value walked instead.
+    """
+    marks = raw.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
+    if marks.count(b"[") < MAX_DEPTH:
+        return  # fewer opening brackets, in strings or not, than levels refused
+    if raw.find(b"\\") >= 0:
+        if raw.count(b"\\") * _SPARSE_ESCAPES > len(raw):
+            _check_depth(value)
+            return
+        # Without escaped backslashes and quotes, every quote delimits a string.
+        unescaped = _ESCAPED_BACKSLASH_OR_QUOTE.sub(b"", raw)
+        marks = unescaped.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
+    # Quotes alternate, opening and closing, and dropping adjacent ones in
+    # pairs keeps it so (it drops no bracket from between them): the pieces
+    # between quotes at even places are the brackets outside strings.
+    brackets = b"".join(marks.replace(b'""', b"").split(b'"')[::2])
+    # Each pass drops every "[]", the innermost level of nesting: the value
+    # is within the limit if MAX_DEPTH - 1 passes leave nothing.
+    for _ in range(MAX_DEPTH - 1):
+        brackets = brackets.replace(b"[]", b"")
+        if not brackets:
+            return
+    _check_depth(value)
+
+
+_CONTAINER_TYPES: Final = frozenset({dict, list})
+
+
 def _check_depth(value: Any) -> None:
-    if type(value) is not dict and type(value) is not list:
-        return
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
+    """Refuse ``value`` if it nests MAX_DEPTH deep, by walking it level by level."""
+    is_container = _CONTAINER_TYPES.__contains__
+    level = [value] if is_container(type(value)) else []
+    depth = 0
+    while level:
+        depth += 1
         if depth >= MAX_DEPTH:
             raise JsonError(_DEPTH_DETAIL)
-        children = item.values() if type(item) is dict else item
-        # Only containers go on the stack: scalars cannot nest.
-        stack.extend(
-            (child, depth + 1) for child in children if type(child) is dict or type(child) is list
+        children = list(
+            chain.from_iterable([item.values() if type(item) is dict else item for item in level])
         )
+        # Only containers go on to the next level: scalars cannot nest.
+        level = list(compress(children, map(is_container, map(type, children))))
 
 
 def _check_surrogates(value: Any) -> None:

@@ -75,6 +75,45 @@ class NotificationReceived(Event):
         return self.notification.kind
 
 
+_new_event: Final = object.__new__
+_set_notification: Final = NotificationReceived.__dict__["notification"].__set__
+
+
+def _check_built_in_place() -> None:
+    # What attrs generates for NotificationReceived.__init__ is one
+    # object.__setattr__ of its one field: the slot's own setter, which is all
+    # that notification_received() calls. That holds while the field has no
+    # default, converter or validator and the class no pre- or post-init hook.
+    fields = attrs.fields(NotificationReceived)
+    default: object = fields[0].default
+    plain = (
+        [field.name for field in fields] == ["notification"]
+        and default is attrs.NOTHING
+        and fields[0].converter is None
+        and fields[0].validator is None
+        and not hasattr(NotificationReceived, "__attrs_pre_init__")
+        and not hasattr(NotificationReceived, "__attrs_post_init__")
+        and "__dict__" not in dir(NotificationReceived)
+    )
+    if not plain:  # pragma: no cover - a guard on a change to the class
+        raise RuntimeError("NotificationReceived can no longer be built in place")
+
+
+_check_built_in_place()
+
+
+def notification_received(notification: Notification) -> NotificationReceived:
+    """``NotificationReceived(notification=notification)``, for the receive path.
+
+    The same frozen event, with its field set as attrs' ``__init__`` sets it
+    but without that call, which costs as much as the rest of a short
+    message's bookkeeping (checked at import: see ``_check_built_in_place``).
+    """
+    event: NotificationReceived = _new_event(NotificationReceived)
+    _set_notification(event, notification)
+    return event
+
+
 @attrs.frozen(kw_only=True)
 class MessageRejected(Event):
     """One message did not decode; the path goes on.

@@ -84,8 +84,11 @@ class OffsetBuffer:
 
     * bytes fed while nothing is pending are adopted, not copied, and the
       parser slices straight out of them;
-    * what straddles feeds is gathered in a ``bytearray``, which grows in
-      amortised constant time per byte;
+    * bytes fed while fewer are pending are joined to them in new ``bytes``
+      (a copy of at most twice what was fed), so that the parser slices
+      bytes again, say after a frame that straddled two reads;
+    * what straddles many feeds is gathered in a ``bytearray``, which grows
+      in amortised constant time per byte;
     * consumed bytes are dropped from its front only once they are at least
       half of it, so feeding one byte at a time is not quadratic;
     * after a miss, only the unparsed tail of an adopted read is kept.
@@ -113,6 +116,11 @@ class OffsetBuffer:
         if start == len(buffer):
             # Nothing pending: parse straight out of the caller's bytes.
             self._buffer = data if type(data) is bytes else bytes(data)
+            self._start = 0
+            return
+        if len(buffer) - start <= len(data):
+            with memoryview(buffer) as pending:
+                self._buffer = b"".join((pending[start:], data))
             self._start = 0
             return
         if type(buffer) is bytes:
@@ -205,6 +213,54 @@ class FrameDecoder(OffsetBuffer):
         if self._failed is None:
             super().feed(data)
 
+    def next_payloads(self, limit: int) -> list[bytes] | None:
+        """Up to ``limit`` message payloads (``limit >= 1``) from the complete frames held.
+
+        The same frames, in the same order, as calling :meth:`next_frame`
+        until it returns ``None`` or a :class:`FrameTooLarge`, for less per
+        frame; keep-alive frames are taken and skipped, and do not count.
+        An empty list means more bytes are needed; ``None``, that an
+        oversized frame finished the decoder (:meth:`next_frame` returns it).
+        """
+        if self._failed is not None:
+            return None
+        payloads: list[bytes] = []
+        buffer = self._buffer
+        start = self._start
+        size = len(buffer)
+        while size - start >= _PREFIX:
+            length: int = _read_length(buffer, start)[0]
+            if length > self._max_frame_size:
+                self._fail(length)
+                return payloads or None
+            end = start + _PREFIX + length
+            if end > size:
+                break
+            if length:
+                if type(buffer) is bytes:
+                    payloads.append(buffer[start + _PREFIX : end])
+                else:
+                    with memoryview(buffer) as view:
+                        payloads.append(view[start + _PREFIX : end].tobytes())
+                limit -= 1
+            start = end
+            if not limit:
+                self._consume(start)
+                return payloads
+        if start != self._start:
+            self._consume(start)
+        if self._start:
+            self._keep_partial_only()
+        return payloads
+
+    def _fail(self, length: int) -> FrameTooLarge:
+        # Checked before any of the frame is gathered: an oversized frame
+        # costs nothing, whatever it claims.
+        failed = self._failed = FrameTooLarge(length, self._max_frame_size)
+        self._buffer = b""
+        self._start = 0
+        return failed
+
     def next_frame(self) -> FrameOrMarker:
         """The next complete frame, a marker, or ``None`` if more bytes are needed."""
         if self._failed is not None:
@@ -217,12 +273,7 @@ class FrameDecoder(OffsetBuffer):
             return None
         length: int = _read_length(buffer, start)[0]
         if length > self._max_frame_size:
-            # Checked before any of the frame is gathered: an oversized frame
-            # costs nothing, whatever it claims.
-            self._failed = FrameTooLarge(length, self._max_frame_size)
-            self._buffer = b""
-            self._start = 0
-            return self._failed
+            return self._fail(length)
         end = start + _PREFIX + length
         if available < _PREFIX + length:
             self._keep_partial_only()

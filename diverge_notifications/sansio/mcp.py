@@ -370,11 +370,25 @@ class Notification:
         strict UTF-8 JSON (see :mod:`._json`), not an object, have no string
         ``method``, or have ``params`` that is neither an object nor null.
         """
-        raw = bytes(data)
+        raw = data if type(data) is bytes else bytes(data)
         try:
             members = parse(raw)
         except JsonError as error:
             raise _body_error(f"notification is not valid JSON: {error}", 0) from None
+        if type(members) is dict:
+            # The common case, checked with exact types (what the JSON
+            # decoder builds) and the instance filled in place, as _set()
+            # does; anything else takes _from_members(), whose checks accept
+            # a superset and say what is wrong.
+            method = members.get("method")
+            params = members.get("params")
+            if type(method) is str and (params is None or type(params) is dict):
+                self = cls.__new__(cls)
+                self._members = members
+                self._raw = raw
+                self._view = _NOT_CLASSIFIED
+                self._canonical = None
+                return self
         return cls._from_members(members, raw)
 
     @classmethod

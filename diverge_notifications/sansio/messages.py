@@ -30,14 +30,21 @@ def decode_message(data: bytes | bytearray | memoryview) -> Message:
     ``reason`` is ``EMPTY``, ``UNKNOWN_TAG`` (with ``tag``) or ``BODY`` (with
     a ``detail`` saying what is wrong with the JSON). Nothing else escapes.
     """
-    view = memoryview(data)
-    if len(view) == 0:
-        raise FrameError(FrameErrorReason.EMPTY, "message is empty: no tag byte")
-    tag = view[0]
+    if type(data) is bytes:
+        if not data:
+            raise FrameError(FrameErrorReason.EMPTY, "message is empty: no tag byte")
+        tag = data[0]
+        body = data[1:]
+    else:
+        view = memoryview(data)
+        if len(view) == 0:
+            raise FrameError(FrameErrorReason.EMPTY, "message is empty: no tag byte")
+        tag = view[0]
+        body = view[1:].tobytes()
     if tag == NOTIFICATION_TAG:
-        return Notification.from_bytes(view[1:])
+        return Notification.from_bytes(body)
     if tag == ERROR_TAG:
-        return ErrorData.from_bytes(view[1:])
+        return ErrorData.from_bytes(body)
     raise FrameError(
         FrameErrorReason.UNKNOWN_TAG,
         f"unknown message tag {tag} (0 is a notification, 1 an error)",

@@ -55,7 +55,6 @@ from .events import (
 )
 from .framing import (
     DEFAULT_MAX_FRAME_SIZE,
-    KEEPALIVE,
     PREFIX_SIZE,
     FrameDecoder,
     FrameTooLarge,
@@ -101,6 +100,9 @@ _REASON_CLIP: Final = 160
 _CRLF: Final = b"\r\n"
 # RFC 9112 §7.1: chunk-size [chunk-ext] CRLF (the extensions are ignored).
 _CHUNK_SIZE_LINE: Final = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
+# The common chunk-size line: digits only, with its CRLF; at most 18 bytes.
+_PLAIN_SIZE_LINE: Final = re.compile(rb"([0-9A-Fa-f]{1,16})\r\n")
+_PLAIN_SIZE_LINE_MAX: Final = 18
 # A field line of the trailer section: a token, a colon, visible text.
 _TRAILER_FIELD: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*")
 _BROKEN_CHUNKS: Final = "the answer's chunked encoding is broken"
@@ -361,11 +363,20 @@ class _ChunkedBody(_BodyReader):
     exact: the same bytes are accepted or refused however they are split.
     """
 
-    __slots__ = ("_max_line", "_remaining", "_scan", "_state", "_trailer_size")
+    __slots__ = (
+        "_max_line",
+        "_remaining",
+        "_scan",
+        "_state",
+        "_trailer_size",
+        "_whole_chunks_fit",
+    )
 
     def __init__(self, max_line: int) -> None:
         super().__init__()
         self._max_line = max_line
+        # Whether every plain chunk-size line is within the limit.
+        self._whole_chunks_fit = max_line >= _PLAIN_SIZE_LINE_MAX
         self._state = _Chunked.SIZE_LINE
         self._remaining = 0
         self._scan = 0
@@ -374,6 +385,10 @@ class _ChunkedBody(_BodyReader):
     def read(self) -> _BodyPiece:
         while True:
             state = self._state
+            if state is _Chunked.SIZE_LINE and self._whole_chunks_fit:
+                whole = self._whole_chunks()
+                if whole is not None:
+                    return whole
             if state is _Chunked.DATA:
                 piece = self._take(self._remaining)
                 if piece is not None:
@@ -408,10 +423,40 @@ class _ChunkedBody(_BodyReader):
             elif _TRAILER_FIELD.fullmatch(line) is None:
                 return _Bad(f"{_BROKEN_CHUNKS}: a trailer line is not a field: {_show(line)}")
 
+    def _whole_chunks(self) -> bytes | None:
+        """The data of the whole chunks held at the front, or ``None`` if there are none.
+
+        A whole chunk is a plain chunk-size line (hex digits only, no
+        extensions), all of its data and the CRLF after it. Taking those
+        here in one call gives exactly what the step-by-step reading gives,
+        which handles everything else (and every error) where this stops.
+        """
+        buffer = self._buffer
+        if type(buffer) is not bytes:
+            return None
+        start = self._start
+        match_size_line = _PLAIN_SIZE_LINE.match
+        pieces: list[bytes] = []
+        while True:
+            match = match_size_line(buffer, start)
+            if match is None:
+                break
+            data_start = match.end()
+            data_end = data_start + int(match[1], 16)
+            if data_end == data_start or buffer[data_end : data_end + 2] != _CRLF:
+                break  # the last chunk (the trailer section follows), or not whole
+            pieces.append(buffer[data_start:data_end])
+            start = data_end + 2
+        if not pieces:
+            return None
+        self._consume(start)
+        self._scan = 0
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
     def _next_line(self) -> bytes | _Bad | None:
         """The next line without its CRLF, within the limit; ``None`` if it is incomplete."""
         buffer, start = self._buffer, self._start
-        end = buffer.find(_CRLF, max(start, self._scan))
+        end = buffer.find(_CRLF, start + self._scan)
         trailer = self._state is _Chunked.TRAILER
         used = self._trailer_size if trailer else 0
         # A line too long is refused as soon as that is certain, complete or
@@ -424,7 +469,9 @@ class _ChunkedBody(_BodyReader):
             )
         if end < 0:
             self._keep_partial_only()
-            self._scan = max(0, len(self._buffer) - 1)
+            # Searched so far, counted from the line's start (which feeding
+            # may move): all but a last byte, which may be the CR of a CRLF.
+            self._scan = max(0, len(self._buffer) - self._start - 1)
             return None
         line = bytes(buffer[start:end])
         self._consume(end + 2)
@@ -458,8 +505,9 @@ class _AskConnection:
     h11 builds the request and parses each head; the heads' boundaries and
     the body are read here, so that every limit is exact and no outcome
     depends on how the bytes were split. A front-end supplies the rules:
-    what a message means (:meth:`_on_message`, true when it ended the
-    path), and the events of the path's opening, clean end, abrupt end and
+    what messages mean (:meth:`_on_messages`, given them in order a batch
+    at a time, true when one ended the path; those after it are then
+    discarded), and the events of the path's opening, clean end, abrupt end and
     refusal.
     """
 
@@ -582,7 +630,7 @@ class _AskConnection:
     def _on_opened(self, channel: str) -> None:
         raise NotImplementedError
 
-    def _on_message(self, payload: bytes) -> bool:
+    def _on_messages(self, payloads: list[bytes]) -> bool:
         raise NotImplementedError
 
     def _on_finish(self, status: int) -> None:
@@ -613,38 +661,34 @@ class _AskConnection:
         if self._state is ProxyState.STREAMING:
             decoder = self._decoder
             assert decoder is not None
-            next_frame = decoder.next_frame
-            on_message = self._on_message
             # The frames already complete are handed on a bounded batch at a
             # time: cheaper per message than one step each, and what is
             # decoded ahead of the caller stays small. MESSAGE and KEEPALIVE
             # keep the state (PROXY_TRANSITIONS says so, and a test holds the
             # two together), so they are not looked up for every frame.
-            read_body = self._read_body
             handed = 0
             while handed < _FRAMES_PER_STEP:
-                frame = next_frame()
-                if type(frame) is bytes:
-                    handed += 1
-                    if on_message(frame):
+                payloads = decoder.next_payloads(_FRAMES_PER_STEP - handed)
+                if payloads:
+                    handed += len(payloads)
+                    if self._on_messages(payloads):
                         self._apply(ProxyInput.PATH_OVER)
                         return True
-                elif frame is None:
-                    # The next frame needs more of the body.
-                    step = read_body()
-                    if step is not _Step.FED:
-                        # Frames already handed on are progress even when
-                        # no more of the body is to be had.
-                        return step is _Step.ENDED or handed > 0
-                elif frame is KEEPALIVE:
-                    handed += 1
-                else:
-                    assert isinstance(frame, FrameTooLarge)
+                    continue
+                if payloads is None:
+                    too_large = decoder.next_frame()
+                    assert isinstance(too_large, FrameTooLarge)
                     self._end_abruptly(
-                        f"a frame of {frame.length} bytes is larger than max_frame_size "
-                        f"({frame.limit} bytes)"
+                        f"a frame of {too_large.length} bytes is larger than max_frame_size "
+                        f"({too_large.limit} bytes)"
                     )
                     return True
+                # The next frame needs more of the body.
+                step = self._read_body()
+                if step is not _Step.FED:
+                    # Frames already handed on are progress even when no
+                    # more of the body is to be had.
+                    return step is _Step.ENDED or handed > 0
             return True
         if self._state is ProxyState.AWAITING_HEAD:
             return self._read_head()
@@ -934,6 +978,16 @@ class ProxyConnection(_AskConnection):
         """How many messages (decodable or not) the path delivered so far."""
         return self._machine.messages
 
+    def next_event(self) -> EventOrNeedData:
+        """The next event, or :data:`NEED_DATA` until more bytes (or end of file) arrive."""
+        # _AskConnection.next_event(), with the rules' queue read directly:
+        # one call less for every event.
+        next_queued = self._machine.next_event
+        event = next_queued()
+        while event is NEED_DATA and self._advance():
+            event = next_queued()
+        return event
+
     def _next_queued(self) -> EventOrNeedData:
         return self._machine.next_event()
 
@@ -941,9 +995,9 @@ class ProxyConnection(_AskConnection):
         self._channel = channel
         self._machine.open(channel)
 
-    def _on_message(self, payload: bytes) -> bool:
+    def _on_messages(self, payloads: list[bytes]) -> bool:
         machine = self._machine
-        machine.receive_payload(payload)
+        machine.receive_payloads(payloads)
         return machine.state is PathState.DONE
 
     def _on_finish(self, status: int) -> None:
@@ -1036,6 +1090,10 @@ class ExchangeConnection(_AskConnection):
     def _on_opened(self, channel: str) -> None:
         self._channel = channel
         self._events.append(StreamOpened(channel=channel))
+
+    def _on_messages(self, payloads: list[bytes]) -> bool:
+        on_message = self._on_message
+        return any(on_message(payload) for payload in payloads)
 
     def _on_message(self, payload: bytes) -> bool:
         tag = payload[0]  # never empty: a frame of length 0 is a keep-alive

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from ._errors import FrameError, LocalProtocolError
@@ -30,6 +30,7 @@ from .events import (
     StreamEnded,
     StreamErrored,
     StreamOpened,
+    notification_received,
 )
 from .mcp import ErrorData, Notification
 from .messages import decode_message
@@ -119,7 +120,8 @@ _VIOLATIONS: Final = {
 class SequenceMachine:
     """Applies a profile's rules to one path's messages.
 
-    Feed it with :meth:`receive_payload` (one message, ``[tag][JSON]``),
+    Feed it with :meth:`receive_payload` (one message, ``[tag][JSON]``; or
+    several in order with :meth:`receive_payloads`),
     :meth:`receive_finish` (the clean end) and :meth:`connection_lost` (the
     abrupt end); read events with :meth:`next_event`. Exactly one terminal
     event is produced, followed by one :class:`ReaskNeeded` when
@@ -171,26 +173,40 @@ class SequenceMachine:
 
     def receive_payload(self, payload: bytes) -> None:
         """One message arrived. Discarded once the path is over."""
+        self.receive_payloads((payload,))
+
+    def receive_payloads(self, payloads: Iterable[bytes]) -> None:
+        """Messages that arrived, in order: :meth:`receive_payload` for each, in one call.
+
+        Those that arrive after the message that ends the path are discarded.
+        """
         if self._lost:
             self._check_not_lost()
         if self._state is PathState.DONE:
             return
-        try:
-            message = decode_message(payload)
-        except FrameError as error:
-            self._apply(Input.REJECTED, MessageRejected(error=error, payload=bytes(payload)))
-            return
-        self._messages += 1
-        if isinstance(message, Notification):
-            event = NotificationReceived(notification=message)
-            if self._notification_stays:
-                # The common case, read from the table once per state rather
-                # than once per message: a notification keeps the state.
-                self._events.append(event)
+        append = self._events.append
+        # The common case, read from the table once per state rather than
+        # once per message: a notification keeps the state.
+        stays = self._notification_stays
+        for payload in payloads:
+            try:
+                message = decode_message(payload)
+            except FrameError as error:
+                rejected = MessageRejected(error=error, payload=bytes(payload))
+                state = self._apply(Input.REJECTED, rejected)
             else:
-                self._apply(Input.NOTIFICATION, event)
-        else:
-            self._apply(Input.ERROR, StreamErrored(error=message))
+                self._messages += 1
+                if type(message) is Notification:
+                    if stays:
+                        append(notification_received(message))
+                        continue
+                    state = self._apply(Input.NOTIFICATION, notification_received(message))
+                else:
+                    assert type(message) is ErrorData
+                    state = self._apply(Input.ERROR, StreamErrored(error=message))
+            if state is PathState.DONE:
+                return
+            stays = self._notification_stays
 
     def receive_message(self, message: Notification | ErrorData) -> None:
         """An already-decoded message arrived (see :meth:`receive_payload`)."""
@@ -261,7 +277,8 @@ class SequenceMachine:
         *,
         status: int | None = None,
         reason: str = "the path ended with no message",
-    ) -> None:
+    ) -> PathState:
+        """Apply the table to ``what`` and queue the event; the new state."""
         if what is Input.REJECTED:
             self._messages += 1
         state, outcome = TRANSITIONS[(self._profile, self._state, what)]
@@ -278,6 +295,7 @@ class SequenceMachine:
             if state is not self._state:
                 self._enter(state)
             self._events.append(event)
+        return state
 
     def _finish(self, terminal: Event) -> None:
         self._enter(PathState.DONE)
