@@ -1013,7 +1013,7 @@ def test_listen_driver_without_io() -> None:
     send = driver.next_action(100.0)
     assert isinstance(send, Send) and send.data.startswith(b"POST /base/requests HTTP/1.1\r\n")
     assert driver.next_action(100.0) == Receive(timeout=6.0)
-    server = ServerConnection(ask_path="/base/requests")
+    server = ServerConnection(target="/base/requests")
     server.receive_data(send.data)
     assert isinstance(server.next_event(), NotificationsAsked)
     driver.data_received(100.1, server.start_path() + server.send_notification(progress(1)))
@@ -1085,15 +1085,15 @@ def test_serving_connection_ask_deadline_without_io() -> None:
 
 def test_listen_driver_checks_the_token_as_its_asks_use_it() -> None:
     url = "http://127.0.0.1:9"
-    for bad in ("", "s\u00e9cret", "a\nb", "trail "):
+    for bad in ("", "s\u00e9cret", "a\nb", "trail ", "a b"):
         with pytest.raises(ValueError):
             ListenDriver(url, token=bad, policy=policy())
-    # What a ProxyConnection sends, the driver takes: the server decides.
-    driver = ListenDriver(url, token="a b", policy=policy())
+    # A token the server could match, the driver takes and sends.
+    driver = ListenDriver(url, token="a!b~", policy=policy())
     assert isinstance(driver.next_action(0.0), Connect)
     driver.connected(0.0)
     send = driver.next_action(0.0)
-    assert isinstance(send, Send) and b"\r\nAuthorization: Bearer a b\r\n" in send.data
+    assert isinstance(send, Send) and b"\r\nAuthorization: Bearer a!b~\r\n" in send.data
 
 
 def test_importing_the_package_does_not_import_trio() -> None:

@@ -27,7 +27,7 @@ import trio.testing
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
-from diverge_notifications.adapters._common import ServeSettings
+from diverge_notifications.adapters._common import Deliver, Disconnect, ListenDriver, ServeSettings
 from diverge_notifications.sansio import (
     Ask,
     Exchange,
@@ -492,3 +492,50 @@ def test_blocking_server_survives_running_out_of_descriptors(spare: int) -> None
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "served"
+
+
+def _close_delimited_listener() -> ListenDriver:
+    driver = ListenDriver(
+        "http://127.0.0.1:9",
+        events=True,
+        policy=ProxyPolicy(require_exchange=False, backoff=Backoff(base=0.01, cap=0.05)),
+        keepalive_interval=2.0,
+    )
+    driver.next_action(100.0)
+    driver.connected(100.0)
+    driver.next_action(100.0)  # the ask
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.diverge.messages\r\n"
+        b"Content-Location: /mcp/notifications/c1\r\nConnection: close\r\n\r\n"
+    )
+    driver.data_received(100.1, head)
+    driver.next_action(100.1)  # StreamOpened
+    return driver
+
+
+def _ending(driver: ListenDriver, now: float) -> list[object]:
+    assert driver.next_action(now) == Disconnect()
+    delivered = driver.next_action(now)
+    assert isinstance(delivered, Deliver)
+    return list(delivered.items)
+
+
+@pytest.mark.parametrize("how", ["timed out", "lost"])
+def test_a_close_delimited_path_cut_on_a_frame_boundary_is_broken(how: str) -> None:
+    # The body would end cleanly at end of file here; a reset or a silence is not that.
+    driver = _close_delimited_listener()
+    if how == "timed out":
+        driver.timed_out(106.1)
+        reason = "idle timeout: no data for 6 s"
+    else:
+        driver.connection_lost(106.1, "ECONNRESET: Connection reset by peer")
+        reason = "the connection was lost: ECONNRESET: Connection reset by peer"
+    assert _ending(driver, 106.1)[0] == StreamBroken(reason=reason)
+
+
+def test_a_real_end_of_file_still_ends_a_close_delimited_path_cleanly() -> None:
+    driver = _close_delimited_listener()
+    driver.data_received(100.2, b"")
+    assert _ending(driver, 100.2)[0] == NotServed(
+        status=200, reason="the path ended with no message"
+    )

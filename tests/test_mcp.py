@@ -646,6 +646,32 @@ def test_error_data_constructor_validates(kwargs: dict[str, Any], error: type) -
         ErrorData(**kwargs)
 
 
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "data",
+    [10**400, {1, 2}, float("nan"), float("inf"), "\ud800", _nested(200)],
+    ids=["huge int", "set", "nan", "inf", "lone surrogate", "too deep"],
+)
+def test_error_data_refuses_data_json_cannot_carry(data: Any) -> None:
+    # Refused when built, as a notification's values are, not when sent.
+    with pytest.raises(ValueError, match=r"^error data is not"):
+        ErrorData(code=1, message="m", data=data)
+
+
+def test_error_data_data_is_written_as_it_was_when_built() -> None:
+    data: dict[str, Any] = {"a": [1]}
+    error = ErrorData(code=1, message="m", data=data)
+    data["a"].append(2)
+    assert error.to_bytes() == b'{"code":1,"message":"m","data":{"a":[1]}}'
+    assert ErrorData.from_bytes(error.to_bytes()) == ErrorData(code=1, message="m", data={"a": [1]})
+
+
 def test_error_data_built_bytes() -> None:
     assert ErrorData(code=-32601, message="no such method").to_bytes() == (
         b'{"code":-32601,"message":"no such method"}'

@@ -39,8 +39,11 @@ from strategies import notifications
 
 from diverge_notifications.sansio import (
     NEED_DATA,
+    Ask,
     ErrorData,
     Event,
+    Exchange,
+    ExchangeConnection,
     FrameError,
     LocalProtocolError,
     MessageRejected,
@@ -128,10 +131,13 @@ def test_the_ask_matches_the_scripts_helper_and_takes_a_target() -> None:
 @pytest.mark.parametrize(
     ("options", "error"),
     [
-        ({"token": "bad\r\ntoken"}, LocalProtocolError),
-        ({"token": ""}, LocalProtocolError),
-        ({"token": "caf\u00e9"}, LocalProtocolError),
+        ({"token": "bad\r\ntoken"}, ValueError),
+        ({"token": ""}, ValueError),
+        ({"token": "caf\u00e9"}, ValueError),
+        ({"token": "a b"}, ValueError),
         ({"target": "/has space"}, LocalProtocolError),
+        ({"target": "requests"}, ValueError),
+        ({"target": ""}, ValueError),
         ({"max_head_size": 0}, ValueError),
         ({"max_frame_size": 0}, ValueError),
     ],
@@ -245,19 +251,21 @@ def item_frame(item: Item) -> bytes:
 def expected_events(profile: Profile, path: list[Item], clean_end: bool) -> list[Event]:
     """The rules of DESIGN §5, written out independently of the library's tables."""
     events: list[Event] = [StreamOpened(channel=CHANNEL)]
-    messages = 0
+    messages = notifications = 0
     for what, value in path:
         if what == "keepalive":
             continue
         if what == "error":
             if profile is Profile.CONTAINER and messages:
-                reason = "an error after a notification violates the container profile"
+                after = "a notification" if notifications else "an undecodable message"
+                reason = f"an error after {after} violates the container profile"
                 events.append(StreamBroken(reason=reason))
             else:
                 events.append(StreamErrored(error=value))
             return [*events, ReaskNeeded()]
         messages += 1
         if what == "notification":
+            notifications += 1
             events.append(NotificationReceived(notification=value))
         else:
             with pytest.raises(FrameError) as caught:
@@ -268,8 +276,8 @@ def expected_events(profile: Profile, path: list[Item], clean_end: bool) -> list
     elif not messages:
         events.append(NotServed(status=200, reason="the path ended with no message"))
     elif profile is Profile.CONTAINER:
-        reason = "a finish after notifications violates the container profile"
-        events.append(StreamBroken(reason=reason))
+        after = "notifications" if notifications else "an undecodable message"
+        events.append(StreamBroken(reason=f"a finish after {after} violates the container profile"))
     else:
         events.append(StreamEnded())
     return [*events, ReaskNeeded()]
@@ -677,3 +685,105 @@ def test_the_chunked_reader_agrees_with_h11(
     assert h11_body(encoded) == expected
     assert reader_body(split_at(encoded, cuts)) == expected
     assert reader_body(bytewise(encoded)) == expected
+
+
+# --- connection_lost ------------------------------------------------------------------
+
+
+def close_delimited_connection(*frames: bytes) -> ProxyConnection:
+    connection = ProxyConnection(AUTHORITY)
+    connection.data_to_send()
+    connection.receive_data(path_head(body="close") + b"".join(frames))
+    return connection
+
+
+def test_end_of_file_on_a_frame_boundary_ends_a_close_delimited_body_cleanly() -> None:
+    connection = close_delimited_connection(notification_frame(NOTIFICATIONS[0]))
+    connection.receive_data(b"")
+    assert drain(connection)[2:] == [StreamEnded(), ReaskNeeded()]
+
+
+@pytest.mark.parametrize("drained_first", [True, False])
+def test_connection_lost_on_a_frame_boundary_is_abrupt(drained_first: bool) -> None:
+    # A reset or an idle timeout is not the end of a close-delimited body,
+    # and what arrived before it is still delivered.
+    connection = close_delimited_connection(notification_frame(NOTIFICATIONS[0]))
+    events = drain(connection) if drained_first else []
+    connection.connection_lost("idle timeout: no data for 6 s")
+    events += drain(connection)
+    assert events == [
+        StreamOpened(channel=CHANNEL),
+        NotificationReceived(notification=NOTIFICATIONS[0]),
+        StreamBroken(reason="idle timeout: no data for 6 s"),
+        ReaskNeeded(),
+    ]
+    assert connection.state is ProxyState.DONE
+
+
+def test_connection_lost_is_idempotent_and_ends_receiving() -> None:
+    connection = close_delimited_connection()
+    connection.connection_lost("reset")
+    connection.connection_lost("again")
+    connection.receive_data(b"")
+    assert drain(connection)[1:] == [StreamBroken(reason="reset"), ReaskNeeded()]
+    connection.connection_lost("later")
+    assert connection.next_event() is NEED_DATA
+    with pytest.raises(LocalProtocolError):
+        connection.receive_data(b"more")
+
+
+def test_connection_lost_after_a_body_that_ended_properly_changes_nothing() -> None:
+    connection = ProxyConnection(AUTHORITY)
+    connection.data_to_send()
+    connection.receive_data(path_head() + chunk(notification_frame(NOTIFICATIONS[0])) + LAST_CHUNK)
+    connection.connection_lost("reset")
+    assert drain(connection)[2:] == [StreamEnded(), ReaskNeeded()]
+
+
+def test_connection_lost_in_each_state() -> None:
+    before_the_ask = ProxyConnection(AUTHORITY)
+    before_the_ask.connection_lost("no route")
+    assert before_the_ask.data_to_send() == b""
+    assert drain(before_the_ask) == [StreamBroken(reason="no route"), ReaskNeeded()]
+    in_the_head = ProxyConnection(AUTHORITY)
+    in_the_head.data_to_send()
+    in_the_head.receive_data(b"HTTP/1.1 200 OK\r\n")
+    in_the_head.connection_lost("reset")
+    assert drain(in_the_head) == [StreamBroken(reason="reset"), ReaskNeeded()]
+    refused = ProxyConnection(AUTHORITY)
+    refused.data_to_send()
+    refused.receive_data(b"HTTP/1.1 503 Service Unavailable\r\n\r\nbusy")
+    refused.connection_lost("reset")
+    assert drain(refused) == [
+        NotServed(status=503, reason="503 Service Unavailable: busy"),
+        ReaskNeeded(),
+    ]
+
+
+def test_connection_lost_is_in_the_table() -> None:
+    lost = ProxyInput.CONNECTION_LOST
+    assert PROXY_TRANSITIONS[(ProxyState.STREAMING, lost)] == (
+        ProxyState.DONE,
+        ProxyOutcome.BROKEN,
+    )
+    live = set(ProxyState) - {ProxyState.DONE}
+    assert {state for state, what in PROXY_TRANSITIONS if what is lost} == live
+
+
+def test_an_exchange_reports_connection_lost_the_same_way() -> None:
+    exchange = ExchangeConnection(AUTHORITY, Ask(exchange=Exchange.LIST_TOOLS))
+    exchange.data_to_send()
+    exchange.receive_data(path_head(body="close") + frame(b"\x00{}"))
+    exchange.connection_lost("reset")
+    exchange.connection_lost("again")
+    events: list[object] = []
+    while (event := exchange.next_event()) is not NEED_DATA:
+        events.append(event)
+    assert [type(event).__name__ for event in events] == [
+        "StreamOpened",
+        "ResultReceived",
+        "StreamBroken",
+    ]
+    assert events[-1] == StreamBroken(reason="reset")
+    with pytest.raises(LocalProtocolError):
+        exchange.receive_data(b"x")

@@ -259,3 +259,45 @@ def test_provider_allows_what_the_container_forbids() -> None:
     APPLY[Input.NOTIFICATION](machine)
     APPLY[Input.ERROR](machine)
     assert drain(machine)[-2:] == [StreamErrored(error=ERROR), ReaskNeeded()]
+
+
+@pytest.mark.parametrize(
+    ("last", "reason"),
+    [
+        (Input.ERROR, "an error after an undecodable message violates the container profile"),
+        (Input.FINISH, "a finish after an undecodable message violates the container profile"),
+    ],
+)
+def test_container_violations_after_undecodable_messages_only(last: Input, reason: str) -> None:
+    # No notification arrived: the reason does not say one did.
+    machine = SequenceMachine(Profile.CONTAINER)
+    APPLY[Input.REJECTED](machine)
+    APPLY[Input.REJECTED](machine)
+    APPLY[last](machine)
+    assert drain(machine)[-2:] == [StreamBroken(reason=reason), ReaskNeeded()]
+
+
+def test_container_violation_after_a_notification_and_an_undecodable_message() -> None:
+    machine = SequenceMachine(Profile.CONTAINER)
+    APPLY[Input.REJECTED](machine)
+    machine.receive_message(NOTIFICATION)
+    APPLY[Input.FINISH](machine)
+    reason = "a finish after notifications violates the container profile"
+    assert drain(machine)[-2:] == [StreamBroken(reason=reason), ReaskNeeded()]
+
+
+def test_opening_twice_is_the_callers_mistake() -> None:
+    machine = SequenceMachine()
+    machine.open("c1")
+    with pytest.raises(LocalProtocolError):
+        machine.open("c1")
+    assert drain(machine) == [StreamOpened(channel="c1")]
+
+
+@pytest.mark.parametrize("message", [None, "boom", {"method": "m"}, encode_message(NOTIFICATION)])
+def test_receive_message_takes_only_decoded_messages(message: object) -> None:
+    machine = SequenceMachine()
+    with pytest.raises(TypeError):
+        machine.receive_message(message)  # type: ignore[arg-type]
+    assert machine.state is PathState.EMPTY and machine.messages == 0
+    assert drain(machine) == []

@@ -21,6 +21,9 @@ from diverge_notifications.sansio import (
     LocalProtocolError,
     Notification,
     Profile,
+    ProxyConnection,
+    ReaskNeeded,
+    StreamErrored,
     decode_message,
     encode_ask,
 )
@@ -37,6 +40,7 @@ from diverge_notifications.sansio.server import (
     ServerConnection,
     ServerInput,
     ServerState,
+    check_token,
 )
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -261,9 +265,9 @@ def test_expect_100_continue_is_answered() -> None:
 
 
 def test_custom_ask_path() -> None:
-    events, _ = feed_all_ways(ask_request(target="/base/requests"), ask_path="/base/requests")
+    events, _ = feed_all_ways(ask_request(target="/base/requests"), target="/base/requests")
     assert events[0] == NotificationsAsked(channel="c1")
-    events, _ = feed_all_ways(ask_request(), ask_path="/base/requests")
+    events, _ = feed_all_ways(ask_request(), target="/base/requests")
     assert isinstance(events[0], AskRefused) and events[0].status == 404
 
 
@@ -803,6 +807,42 @@ def test_answer_rejects_non_objects(bad: bytes) -> None:
     assert conn.state is ServerState.EXCHANGE_ASKED
 
 
+def json_nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"x": 10**400}, {"x": {1, 2}}, {"x": "\ud800"}, {"x": json_nested(200)}],
+    ids=["huge int", "set", "lone surrogate", "too deep"],
+)
+def test_answer_refuses_what_cannot_be_sent(bad: dict[str, Any]) -> None:
+    # As send_notification does: LocalProtocolError, and nothing changes.
+    conn, _ = asked(encode_ask(CALL))
+    with pytest.raises(LocalProtocolError):
+        conn.answer(bad)
+    assert conn.state is ServerState.EXCHANGE_ASKED
+
+
+def test_an_error_with_any_data_that_can_be_built_reaches_the_proxy_as_an_error() -> None:
+    error = ErrorData(code=1, message="m", data={"n": 10**300, "s": "\u00e9"})
+    conn, _ = asked()
+    conn.start_path()
+    data = conn.send_error(error)
+    proxy = ProxyConnection("h:1")
+    proxy.data_to_send()
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.diverge.messages\r\n"
+    head += b"Content-Location: /mcp/notifications/c1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    proxy.receive_data(head + data)
+    events: list[object] = []
+    while (event := proxy.next_event()) is not NEED_DATA:
+        events.append(event)
+    assert events[1:] == [StreamErrored(error=error), ReaskNeeded()]
+
+
 def test_answer_error_and_decline() -> None:
     conn, _ = asked(encode_ask(CALL))
     data = conn.answer_error(BOOM)
@@ -951,3 +991,29 @@ def test_serve_by_hand_example_runs() -> None:
     assert lines[0] == "StreamOpened(channel='c1')"
     assert sum(line.startswith("NotificationReceived(") for line in lines) == 4
     assert lines[-2:] == ["StreamEnded()", "ReaskNeeded()"]
+
+
+@pytest.mark.parametrize("token", ["", "a b", "tab\t", "\u00e9", "a\r\nb", " lead", "\x7f", 42])
+def test_both_sides_refuse_the_same_tokens_with_one_rule(token: Any) -> None:
+    with pytest.raises(ValueError, match="token"):
+        check_token(token)
+    with pytest.raises(ValueError, match="token"):
+        ServerConnection(token=token)
+    with pytest.raises(ValueError, match="token"):
+        ProxyConnection("h:1", token=token)
+
+
+@pytest.mark.parametrize("token", [None, "s3cr3t", "!~", "a" * 1000])
+def test_both_sides_take_the_same_tokens(token: str | None) -> None:
+    check_token(token)
+    proxy = ProxyConnection("h:1", token=token, target="/base/requests")
+    server = ServerConnection(token=token, target="/base/requests")
+    server.receive_data(proxy.data_to_send())
+    assert isinstance(server.next_event(), NotificationsAsked)
+
+
+def test_a_target_must_start_with_a_slash_on_both_sides() -> None:
+    with pytest.raises(ValueError, match="target"):
+        ServerConnection(target="requests")
+    with pytest.raises(ValueError, match="target"):
+        ProxyConnection("h:1", target="requests")

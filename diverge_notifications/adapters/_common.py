@@ -45,7 +45,6 @@ from ..sansio.events import (
     Event,
     NotificationReceived,
     ReaskNeeded,
-    StreamBroken,
     StreamOpened,
 )
 from ..sansio.framing import DEFAULT_MAX_FRAME_SIZE
@@ -393,21 +392,18 @@ class ListenDriver:
     def connection_lost(self, now: float, reason: str) -> None:
         """Sending or receiving failed (reset, broken pipe): the path ended abruptly.
 
-        ``reason`` is for people; the sans-IO connection reports the abrupt
-        end as it does for an end of file in the middle of the path.
+        ``reason`` (for people) says how; the path ends as ``StreamBroken``
+        whatever its body's framing.
         """
         connection = self._expect(_ListenState.OPEN)
-        connection.receive_data(b"")
-        self._drain(now, connection, lost_because=reason)
+        connection.connection_lost(f"the connection was lost: {reason}")
+        self._drain(now, connection)
 
     def timed_out(self, now: float) -> None:
         """``Receive`` waited :attr:`idle_timeout` seconds and got nothing."""
         connection = self._expect(_ListenState.OPEN)
-        # The sans-IO connection has no notion of time: the silence is
-        # reported to it as the end of the connection, and the abrupt end
-        # it produces carries the idle timeout as its reason.
-        connection.receive_data(b"")
-        self._drain(now, connection, broken_reason=idle_timeout_reason(self.idle_timeout))
+        connection.connection_lost(idle_timeout_reason(self.idle_timeout))
+        self._drain(now, connection)
 
     def _new_connection(self) -> ProxyConnection:
         endpoint = self.endpoint
@@ -425,14 +421,7 @@ class ListenDriver:
             raise RuntimeError(f"not expected now: the listener is {self._state.value}")
         return connection
 
-    def _drain(
-        self,
-        now: float,
-        connection: ProxyConnection,
-        *,
-        broken_reason: str | None = None,
-        lost_because: str | None = None,
-    ) -> None:
+    def _drain(self, now: float, connection: ProxyConnection) -> None:
         delivered: list[Notification | Event] = []
         events = self._events
         policy = self.policy
@@ -449,11 +438,6 @@ class ListenDriver:
                 policy.path_opened(now)
             elif isinstance(event, ReaskNeeded):
                 ended = True
-            elif isinstance(event, StreamBroken):
-                if broken_reason is not None:
-                    event = StreamBroken(reason=broken_reason)
-                elif lost_because is not None:
-                    event = StreamBroken(reason=f"{event.reason} ({lost_because})")
             if events:
                 delivered.append(event)
             if ended:

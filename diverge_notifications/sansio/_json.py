@@ -9,17 +9,19 @@ one function that, for any bytes, returns a value or raises
 * only UTF-8 is accepted (``json.loads`` on bytes would also guess UTF-16
   and UTF-32);
 * ``NaN``, ``Infinity`` and ``-Infinity`` are rejected, and so is a number
-  too large for a double (``1e400``, which ``json.loads`` turns into
-  infinity, or an integer of 309 digits or more, which ``serde_json`` reads as
-  a double and rejects in the same way);
+  whose magnitude is beyond a double's range, about 1.8e308 (``1e400``,
+  which ``json.loads`` turns into infinity, or an integer that large, which
+  ``serde_json`` reads as a double and rejects in the same way). The bound is that range, not a
+  digit count: a 309-digit integer below it is accepted, one above it is
+  not, and every integer of 310 digits or more is rejected;
 * a ``\\uD800``-style escape that leaves a lone surrogate is rejected, since
   it cannot be re-encoded as UTF-8;
 * arrays and objects nested :data:`MAX_DEPTH` deep are rejected, exactly as
   ``serde_json``'s recursion limit rejects them (127 levels are accepted), so
   what this side accepts the Rust side accepts too;
-* because of the integer bound, no long digit string ever reaches ``int()``:
-  the result does not depend on the interpreter's ``int_max_str_digits``
-  setting, and converting stays linear in the input.
+* because of the integer bound, no digit string longer than 309 digits
+  ever reaches ``int()``: the result does not depend on the interpreter's
+  ``int_max_str_digits`` setting, and converting stays linear in the input.
 """
 
 from __future__ import annotations

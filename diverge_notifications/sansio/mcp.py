@@ -556,14 +556,20 @@ class ErrorData:
     ``code`` is an int32 (an :class:`ErrorCode` is accepted and stored as
     its plain int) and ``message`` a string; ``data`` is any JSON
     value, ``None`` when absent (as in rmcp, an explicit ``null`` and an
-    absent ``data`` are the same). A decoded error keeps its bytes
-    (``raw``, not compared) so that re-encoding it is exact.
+    absent ``data`` are the same). ``data`` is checked when the error is
+    built, as a notification's values are: what JSON cannot carry (a set,
+    ``NaN``) or what the strict JSON layer would refuse on the wire (a
+    number beyond a double's range, nesting too deep) is a
+    :class:`ValueError`. The bytes are kept (``raw``, not compared), so
+    that re-encoding a decoded or built error is exact.
     """
 
     code: int = attrs.field(converter=_plain_code)
     message: str = attrs.field()
     data: Any = None
     _raw: bytes | None = attrs.field(default=None, eq=False, repr=False, alias="raw")
+    # The JSON of an error built from values, made when it is built.
+    _built: bytes = attrs.field(init=False, default=b"", eq=False, repr=False)
 
     @code.validator
     def _check_code(self, _attribute: object, value: object) -> None:
@@ -574,6 +580,23 @@ class ErrorData:
     def _check_message(self, _attribute: object, value: object) -> None:
         if not isinstance(value, str):
             raise TypeError(f"error message must be a str, not {type(value).__name__}")
+
+    def __attrs_post_init__(self) -> None:
+        if self._raw is not None:
+            return
+        members: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            members["data"] = self.data
+        try:
+            raw = dumps(members)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"error data is not JSON-encodable: {error}") from None
+        try:
+            # Encodable is not enough: what the peer would refuse is refused now.
+            parse(raw)
+        except JsonError as error:
+            raise ValueError(f"error data is not valid JSON: {error}") from None
+        object.__setattr__(self, "_built", raw)
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> ErrorData:
@@ -598,12 +621,8 @@ class ErrorData:
 
     def to_bytes(self) -> bytes:
         """The error as UTF-8 JSON: the received bytes, unchanged, if decoded."""
-        if self._raw is not None:
-            return self._raw
-        members: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            members["data"] = self.data
-        return dumps(members)
+        raw = self._raw
+        return self._built if raw is None else raw
 
     @property
     def well_known(self) -> ErrorCode | None:

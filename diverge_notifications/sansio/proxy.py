@@ -63,6 +63,7 @@ from .framing import (
 from .mcp import ErrorData
 from .messages import ERROR_TAG, NOTIFICATION_TAG
 from .sequence import PathState, Profile, SequenceMachine
+from .server import check_token
 
 __all__ = [
     "ANSWER_TRANSITIONS",
@@ -140,6 +141,7 @@ class ProxyInput(enum.Enum):
     BODY_END = "clean end of body"
     REFUSAL_READ = "refusal read"
     ABRUPT_END = "abrupt end"
+    CONNECTION_LOST = "connection lost"
 
 
 class ProxyOutcome(enum.Enum):
@@ -167,20 +169,26 @@ PROXY_TRANSITIONS: Final[
     Mapping[tuple[ProxyState, ProxyInput], tuple[ProxyState, ProxyOutcome]]
 ] = {
     (_S.SENDING_ASK, _I.ASK_TAKEN): (_S.AWAITING_HEAD, _O.NOTHING),
+    (_S.SENDING_ASK, _I.CONNECTION_LOST): (_S.DONE, _O.BROKEN),
     (_S.AWAITING_HEAD, _I.INFORMATIONAL): (_S.AWAITING_HEAD, _O.SKIPPED),
     (_S.AWAITING_HEAD, _I.PATH_HEAD): (_S.STREAMING, _O.OPENED),
     (_S.AWAITING_HEAD, _I.REFUSAL_HEAD): (_S.REFUSED, _O.NOTHING),
     (_S.AWAITING_HEAD, _I.UNUSABLE_HEAD): (_S.DONE, _O.BROKEN),
     (_S.AWAITING_HEAD, _I.ABRUPT_END): (_S.DONE, _O.BROKEN),
+    (_S.AWAITING_HEAD, _I.CONNECTION_LOST): (_S.DONE, _O.BROKEN),
     (_S.STREAMING, _I.KEEPALIVE): (_S.STREAMING, _O.SKIPPED),
     (_S.STREAMING, _I.MESSAGE): (_S.STREAMING, _O.MESSAGE),
     (_S.STREAMING, _I.PATH_OVER): (_S.DONE, _O.RULES_TERMINAL),
     (_S.STREAMING, _I.BODY_END): (_S.DONE, _O.FINISH),
     (_S.STREAMING, _I.ABRUPT_END): (_S.DONE, _O.BROKEN),
+    # connection_lost(): abrupt whatever the body's framing, even where the
+    # end of file would have ended a close-delimited body cleanly.
+    (_S.STREAMING, _I.CONNECTION_LOST): (_S.DONE, _O.BROKEN),
     (_S.REFUSED, _I.REFUSAL_READ): (_S.DONE, _O.NOT_SERVED),
     # A refusal whose body is cut short is still a refusal: its status is
     # what matters, and it is known.
     (_S.REFUSED, _I.ABRUPT_END): (_S.DONE, _O.NOT_SERVED),
+    (_S.REFUSED, _I.CONNECTION_LOST): (_S.DONE, _O.NOT_SERVED),
 }
 
 
@@ -518,6 +526,7 @@ class _AskConnection:
         "_head",
         "_head_scan",
         "_http",
+        "_lost",
         "_max_head_size",
         "_refusal",
         "_refusal_head",
@@ -540,8 +549,9 @@ class _AskConnection:
             raise ValueError("max_head_size must be at least 1")
         if not authority:
             raise LocalProtocolError("the authority (host[:port]) must not be empty")
-        if token is not None and not token:
-            raise LocalProtocolError("the token must not be empty (pass None for no token)")
+        check_token(token)
+        if not target.startswith("/"):
+            raise ValueError("target must start with '/'")
         self._decoder: FrameDecoder | None = FrameDecoder(max_frame_size)
         self._max_head_size = max_head_size
         http = h11.Connection(h11.CLIENT, max_incomplete_event_size=max_head_size)
@@ -564,6 +574,7 @@ class _AskConnection:
         self._request = request
         self._state = ProxyState.SENDING_ASK
         self._eof = False
+        self._lost: str | None = None
         self._head: bytearray | None = bytearray()
         self._head_scan = 0
         self._body: _BodyReader | None = None
@@ -614,6 +625,26 @@ class _AskConnection:
         elif state is not ProxyState.DONE:
             assert self._body is not None
             self._body.feed(data)
+
+    def connection_lost(self, reason: str) -> None:
+        """The connection ended abruptly (a reset, an idle timeout...): ``reason`` says how.
+
+        Unlike end of file, this is never a clean end, whatever the body's
+        framing: the messages already received are still delivered, and
+        then, unless a body with a length or chunks had already ended
+        properly, the path ends as :class:`StreamBroken` with ``reason``
+        (a refusal is still :class:`NotServed`). May be called more than
+        once; only the first call counts. Afterwards :meth:`receive_data`
+        raises :class:`LocalProtocolError` for data, as after end of file.
+        """
+        if self._lost is not None:
+            return
+        self._lost = reason
+        self._eof = True
+        if self._state is ProxyState.SENDING_ASK:
+            # Nothing was asked: nothing will be read either.
+            self._request = b""
+            self._end_lost()
 
     def next_event(self) -> EventOrNeedData:
         """The next event, or :data:`NEED_DATA` until more bytes (or end of file) arrive."""
@@ -702,6 +733,15 @@ class _AskConnection:
         else:
             self._on_broken(reason)
 
+    def _end_lost(self) -> None:
+        """End where the bytes run out after :meth:`connection_lost`."""
+        reason = self._lost
+        assert reason is not None
+        if self._apply(ProxyInput.CONNECTION_LOST) is ProxyOutcome.NOT_SERVED:
+            self._refuse()
+        else:
+            self._on_broken(reason)
+
     # --- the head --------------------------------------------------------------
 
     def _read_head(self) -> bool:
@@ -717,6 +757,8 @@ class _AskConnection:
         if match is None:
             if len(head) > self._max_head_size:
                 self._end_abruptly(self._head_too_large())
+            elif self._lost is not None:
+                self._end_lost()
             elif self._eof:
                 self._end_abruptly(
                     "the connection closed before any answer arrived"
@@ -831,6 +873,9 @@ class _AskConnection:
         if piece is None:
             if not self._eof:
                 return _Step.STARVED
+            if self._lost is not None:
+                self._end_lost()
+                return _Step.ENDED
             if not body.ends_at_eof:
                 where = "" if decoder.at_boundary else f", {self._inside_frame()}"
                 self._end_abruptly(f"the connection closed before the answer's body ended{where}")
@@ -886,6 +931,9 @@ class _AskConnection:
         elif piece is None:
             if not self._eof:
                 return False
+            if self._lost is not None:
+                self._end_lost()
+                return True
             if not body.ends_at_eof:
                 self._end_abruptly("the refusal's body was cut short")
                 return True
@@ -938,6 +986,9 @@ class ProxyConnection(_AskConnection):
     ``max_head_size`` bounds each head of the answer, and each chunk-size
     line and the trailer section of a chunked body. ``target`` is the
     request target (``/requests``, or a base path's ``/base/requests``).
+    A ``token`` the server could never match (see
+    :func:`~.server.check_token`) or a ``target`` that does not start with
+    ``/`` is a :class:`ValueError`.
     """
 
     __slots__ = ("_channel", "_machine")

@@ -111,9 +111,13 @@ TRANSITIONS: Final[Mapping[tuple[Profile, PathState, Input], tuple[PathState, Ou
     (_C, _R, Input.LOST): (_D, Outcome.BROKEN),
 }
 
+# Why a violation ends the path, by input and by whether a notification
+# arrived before it (or only undecodable messages did).
 _VIOLATIONS: Final = {
-    Input.ERROR: "an error after a notification violates the container profile",
-    Input.FINISH: "a finish after notifications violates the container profile",
+    (Input.ERROR, True): "an error after a notification violates the container profile",
+    (Input.FINISH, True): "a finish after notifications violates the container profile",
+    (Input.ERROR, False): "an error after an undecodable message violates the container profile",
+    (Input.FINISH, False): "a finish after an undecodable message violates the container profile",
 }
 
 
@@ -137,8 +141,10 @@ class SequenceMachine:
         "_lost",
         "_messages",
         "_notification_stays",
+        "_opened",
         "_profile",
         "_reask",
+        "_rejected",
         "_state",
     )
 
@@ -147,7 +153,9 @@ class SequenceMachine:
         self._reask = reask
         self._events: deque[Event] = deque()
         self._lost = False
+        self._opened = False
         self._messages = 0
+        self._rejected = 0
         self._enter(PathState.EMPTY)
 
     @property
@@ -166,9 +174,12 @@ class SequenceMachine:
         return self._messages
 
     def open(self, channel: str) -> None:
-        """Queue :class:`StreamOpened` for ``channel``."""
+        """Queue :class:`StreamOpened` for ``channel``; :class:`LocalProtocolError` if it was."""
+        if self._opened:
+            raise LocalProtocolError("the path is already open")
         if self._state is not PathState.EMPTY or self._messages:
             raise LocalProtocolError("a path is opened before anything arrives on it")
+        self._opened = True
         self._events.append(StreamOpened(channel=channel))
 
     def receive_payload(self, payload: bytes) -> None:
@@ -209,7 +220,15 @@ class SequenceMachine:
             stays = self._notification_stays
 
     def receive_message(self, message: Notification | ErrorData) -> None:
-        """An already-decoded message arrived (see :meth:`receive_payload`)."""
+        """An already-decoded message arrived (see :meth:`receive_payload`).
+
+        Anything but a :class:`Notification` or an :class:`ErrorData` is a
+        :class:`TypeError`.
+        """
+        if not isinstance(message, (Notification, ErrorData)):
+            raise TypeError(
+                f"expected a Notification or an ErrorData, not {type(message).__name__}"
+            )
         self._check_not_lost()
         if self._state is PathState.DONE:
             return
@@ -281,13 +300,18 @@ class SequenceMachine:
         """Apply the table to ``what`` and queue the event; the new state."""
         if what is Input.REJECTED:
             self._messages += 1
+            self._rejected += 1
         state, outcome = TRANSITIONS[(self._profile, self._state, what)]
         if outcome is Outcome.NOT_SERVED:
             event = NotServed(status=status, reason=reason)
         elif outcome is Outcome.ENDED:
             event = StreamEnded()
         elif outcome is Outcome.VIOLATION:
-            event = StreamBroken(reason=_VIOLATIONS[what])
+            # The messages counted so far are the rejected ones, the
+            # notifications and (for an error) this error: nothing follows one.
+            errors = 1 if what is Input.ERROR else 0
+            notified = self._messages - self._rejected - errors > 0
+            event = StreamBroken(reason=_VIOLATIONS[what, notified])
         assert event is not None
         if state is PathState.DONE:
             self._finish(event)

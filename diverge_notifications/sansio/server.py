@@ -67,6 +67,7 @@ __all__ = [
     "ServerState",
     "WriterInput",
     "WriterState",
+    "check_token",
 ]
 
 #: The one path asks are posted to.
@@ -83,6 +84,17 @@ _COUNTER_DIGITS: Final = 20
 _CHANNEL_PREFIX_MAX: Final = _CHANNEL_MAX - _COUNTER_DIGITS
 _CHANNEL_RE: Final = re.compile(r"[A-Za-z0-9_-]*\Z")
 _TOKEN_RE: Final = re.compile(r"[\x21-\x7e]+\Z")
+
+
+def check_token(token: str | None) -> None:
+    """Raise :class:`ValueError` unless ``token`` is ``None`` or a usable bearer token.
+
+    A usable token is one or more visible ASCII characters: what the server
+    compares and what the proxy can send, so both sides refuse the same
+    tokens when they are built.
+    """
+    if token is not None and (not isinstance(token, str) or _TOKEN_RE.match(token) is None):
+        raise ValueError("a token is one or more visible ASCII characters")
 
 
 # --- channel ids ---------------------------------------------------------------
@@ -311,9 +323,16 @@ def _result_json(result: Mapping[str, Any] | bytes) -> bytes:
         return raw
     if isinstance(result, Mapping):
         try:
-            return dumps(dict(result))
+            raw = dumps(dict(result))
         except (TypeError, ValueError) as error:
             raise LocalProtocolError(f"the result is not JSON-encodable: {error}") from None
+        try:
+            # Encodable is not enough: too deep or too large a number is
+            # refused here exactly as the proxy would refuse it.
+            parse(raw)
+        except JsonError as error:
+            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
+        return raw
     raise TypeError(f"expected a mapping or JSON bytes, not {type(result).__name__}")
 
 
@@ -435,6 +454,11 @@ class ServerConnection:
     proxy's default limit, so that a write the peer would reject as an
     abrupt end is refused here instead.
 
+    ``target`` is the path asks are posted to (``/requests``, or a base
+    path's ``/base/requests``), as :class:`~.proxy.ProxyConnection` names it;
+    it must start with ``/``. A ``token`` that is not usable (see
+    :func:`check_token`) is a :class:`ValueError`.
+
     ``next_event()`` never raises for any bytes received: every peer
     mistake is an :class:`AskRefused`. The events it produces do not depend
     on how the bytes were split across :meth:`receive_data` calls.
@@ -449,14 +473,13 @@ class ServerConnection:
         max_ask_size: int = 64 * 1024,
         max_head_size: int = 16 * 1024,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        ask_path: str = ASK_PATH,
+        target: str = ASK_PATH,
     ) -> None:
-        if token is not None and (not isinstance(token, str) or _TOKEN_RE.match(token) is None):
-            raise ValueError("a token is one or more visible ASCII characters")
+        check_token(token)
         if max_ask_size < 1 or max_head_size < 16 or max_frame_size < 1:
             raise ValueError("max_ask_size and max_frame_size must be >= 1, max_head_size >= 16")
-        if not ask_path.startswith("/"):
-            raise ValueError("ask_path must start with '/'")
+        if not target.startswith("/"):
+            raise ValueError("target must start with '/'")
         self._token = None if token is None else token.encode("ascii")
         self._profile = Profile(profile)
         self._table = SERVER_TRANSITIONS_BY_PROFILE[self._profile]
@@ -464,8 +487,8 @@ class ServerConnection:
         self._max_ask_size = max_ask_size
         self._max_head_size = max_head_size
         self._max_frame_size = max_frame_size
-        self._ask_path = ask_path
-        self._ask_path_bytes = ask_path.encode("ascii")
+        self._ask_path = target
+        self._ask_path_bytes = target.encode("ascii")
         # A chunked body may spend up to max_head_size on chunk lines and
         # trailers on top of the ask itself; past that it is refused (413).
         self._body_cap = max_ask_size + max_head_size
@@ -836,6 +859,9 @@ class ServerConnection:
 
         ``result`` is the MCP result object, as a mapping or as raw JSON
         bytes (checked to be one JSON object, then relayed unchanged).
+        Raises :class:`LocalProtocolError` if it is not one (a mapping's
+        values are checked as a notification's are) or if the message
+        exceeds ``max_frame_size``.
         """
         state = self._next_state(ServerInput.ANSWER)
         json = _result_json(result)

@@ -38,8 +38,9 @@ def listen_once(host: str, port: int, token: str | None = None) -> None:
                 try:
                     data = sock.recv(64 * 1024)
                 except TimeoutError:
-                    print("no data for 45 s: ending the path")
-                    data = b""
+                    # Silence is not an end of file: the path broke.
+                    connection.connection_lost("idle timeout: no data for 45 s")
+                    continue
                 connection.receive_data(data)  # b"" is the end of file
                 continue
             if isinstance(event, StreamOpened):
