@@ -45,40 +45,13 @@ from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
 HANG = 30.0
 
 
-def test_shutdown_after_notifications_breaks_the_path_without_a_finish() -> None:
-    async def scenario() -> list[object]:
-        hub = Hub()
-        server = await asyncio_adapter.serve(hub, profile=Profile.CONTAINER, keepalive_interval=5)
-        progress = Notification("notifications/progress", {"progressToken": 1, "progress": 1})
-        policy = ProxyPolicy(require_exchange=False, backoff=Backoff(base=0.01, cap=0.05))
-        listener = asyncio_adapter.listen(
-            server.url, events=True, policy=policy, profile=Profile.CONTAINER
-        )
-        tail: list[object] = []
+def container_path_closed_by_the_server(*, publish: Notification | None) -> list[object]:
+    """Every event of one container-profile path that the server closes.
 
-        async def watch() -> None:
-            async for item in listener:
-                tail.append(item)
-                if isinstance(item, StreamOpened):
-                    hub.publish(progress)
-                if isinstance(item, NotificationReceived):
-                    await server.close()
-                if isinstance(item, (StreamBroken, NotServed)):
-                    return
+    The server publishes ``publish`` (if any) once the path is open, and
+    closes as soon as the listener has it (or at once, with nothing).
+    """
 
-        await asyncio.wait_for(watch(), HANG)
-        await listener.aclose()
-        return tail
-
-    events = asyncio.run(scenario())
-    terminals = [event for event in events if isinstance(event, (StreamBroken, NotServed))]
-    # The server closed the connection without a finish, which the container
-    # profile forbids after notifications; the listener saw the path break.
-    assert any(isinstance(event, NotificationReceived) for event in events)
-    assert len(terminals) == 1 and isinstance(terminals[0], StreamBroken)
-
-
-def test_shutdown_with_nothing_sent_declines_cleanly() -> None:
     async def scenario() -> list[object]:
         hub = Hub()
         server = await asyncio_adapter.serve(hub, profile=Profile.CONTAINER, keepalive_interval=5)
@@ -92,6 +65,11 @@ def test_shutdown_with_nothing_sent_declines_cleanly() -> None:
             async for item in listener:
                 seen.append(item)
                 if isinstance(item, StreamOpened):
+                    if publish is None:
+                        await server.close()
+                    else:
+                        hub.publish(publish)
+                if isinstance(item, NotificationReceived):
                     await server.close()
                 if isinstance(item, (StreamBroken, NotServed)):
                     return
@@ -100,7 +78,21 @@ def test_shutdown_with_nothing_sent_declines_cleanly() -> None:
         await listener.aclose()
         return seen
 
-    events = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_shutdown_after_notifications_breaks_the_path_without_a_finish() -> None:
+    progress = Notification("notifications/progress", {"progressToken": 1, "progress": 1})
+    events = container_path_closed_by_the_server(publish=progress)
+    terminals = [event for event in events if isinstance(event, (StreamBroken, NotServed))]
+    # The server closed the connection without a finish, which the container
+    # profile forbids after notifications; the listener saw the path break.
+    assert any(isinstance(event, NotificationReceived) for event in events)
+    assert len(terminals) == 1 and isinstance(terminals[0], StreamBroken)
+
+
+def test_shutdown_with_nothing_sent_declines_cleanly() -> None:
+    events = container_path_closed_by_the_server(publish=None)
     assert isinstance(events[-1], NotServed)
 
 
