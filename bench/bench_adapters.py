@@ -25,7 +25,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import trio
@@ -42,6 +42,7 @@ from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.sansio import Hub, Notification, NotificationReceived, StreamOpened
+from diverge_notifications.sansio.events import Event
 from diverge_notifications.sansio.policy import ProxyPolicy
 
 DEFAULT_N = 20_000
@@ -60,26 +61,34 @@ def policy() -> ProxyPolicy:
 # --- this library ---------------------------------------------------------------------
 
 
+async def measure_async(
+    items: AsyncGenerator[Notification | Event, None], hub: Hub, notifications: list[Notification]
+) -> float:
+    """Wait for the stream, publish every notification, and time until all are received."""
+    n = len(notifications)
+    async with contextlib.aclosing(items):
+        async for item in items:
+            if isinstance(item, StreamOpened):
+                break
+        started = time.perf_counter()
+        for notification in notifications:
+            hub.publish(notification)
+        received = 0
+        async for item in items:
+            if type(item) is NotificationReceived:
+                received += 1
+                if received == n:
+                    break
+        return n / (time.perf_counter() - started)
+
+
 def bench_asyncio(n: int) -> float:
     async def main() -> float:
         notifications = [progress(index, n) for index in range(n)]
         hub = Hub(queue_size=n)  # the measurement is throughput, not the queue bound
         async with await asyncio_adapter.serve(hub) as server:
             items = asyncio_adapter.listen(server.url, events=True, policy=policy())
-            async with contextlib.aclosing(items):
-                async for item in items:
-                    if isinstance(item, StreamOpened):
-                        break
-                started = time.perf_counter()
-                for notification in notifications:
-                    hub.publish(notification)
-                received = 0
-                async for item in items:
-                    if type(item) is NotificationReceived:
-                        received += 1
-                        if received == n:
-                            break
-                return n / (time.perf_counter() - started)
+            return await measure_async(items, hub, notifications)
 
     return asyncio.run(main())
 
@@ -90,20 +99,7 @@ def bench_trio(n: int) -> float:
         hub = Hub(queue_size=n)
         async with trio_adapter.serve(hub) as server:
             items = trio_adapter.listen(server.url, events=True, policy=policy())
-            async with contextlib.aclosing(items):
-                async for item in items:
-                    if isinstance(item, StreamOpened):
-                        break
-                started = time.perf_counter()
-                for notification in notifications:
-                    hub.publish(notification)
-                received = 0
-                async for item in items:
-                    if type(item) is NotificationReceived:
-                        received += 1
-                        if received == n:
-                            break
-                return n / (time.perf_counter() - started)
+            return await measure_async(items, hub, notifications)
 
     return trio.run(main)
 

@@ -69,6 +69,37 @@ def cli_env(**overrides: str | None) -> dict[str, str]:
     return env
 
 
+def run_cli(
+    command: Sequence[str], *, timeout: float = HANG_GUARD, check: bool = False
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``command`` to its end in the command-line environment, without standard input."""
+    return subprocess.run(
+        list(command),
+        capture_output=True,
+        env=cli_env(),
+        timeout=timeout,
+        check=check,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def run_without_mcp(argv: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
+    """``main(argv)`` of the command line, in an interpreter where ``mcp`` cannot be imported."""
+    hide_mcp = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "from diverge_notifications.cli import main\n"
+        f"raise SystemExit(main({list(argv)!r}))\n"
+    )
+    return run_cli([sys.executable, "-c", hide_mcp])
+
+
+def kill_if_running(process: subprocess.Popen[bytes]) -> None:
+    """Kill ``process`` and reap it, unless it has already exited."""
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -251,9 +282,7 @@ class CliProcess:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        kill_if_running(self.proc)
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 with contextlib.suppress(OSError):

@@ -13,11 +13,13 @@ listener is made, before any connection: never by every connection later.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import pytest
@@ -210,20 +212,46 @@ def send_exchange_ask(port: int) -> socket.socket:
     return sock
 
 
+@contextlib.asynccontextmanager
+async def asyncio_server_held_by_an_exchange() -> AsyncIterator[
+    tuple[asyncio_adapter.Server, asyncio.Event]
+]:
+    """An asyncio server whose exchange handler has been entered and waits for the event."""
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handler(ask: Ask) -> dict[str, Any]:
+        entered.set()
+        await release.wait()  # a close() waits for this answer
+        return {"tools": []}
+
+    server = await asyncio_adapter.serve(Hub(), exchange_handler=handler, close_timeout=HANG)
+    sock = await asyncio.to_thread(send_exchange_ask, server.port)
+    try:
+        await asyncio.wait_for(entered.wait(), HANG)
+        yield server, release
+    finally:
+        sock.close()
+
+
+def trio_held_exchange_handler() -> tuple[
+    trio.Event, trio.Event, Callable[[Ask], Awaitable[dict[str, Any]]]
+]:
+    """A trio exchange handler that sets the first event and answers once the second is set."""
+    entered = trio.Event()
+    release = trio.Event()
+
+    async def handler(ask: Ask) -> dict[str, Any]:
+        entered.set()
+        await release.wait()
+        return {"tools": []}
+
+    return entered, release, handler
+
+
 def test_asyncio_close_twice_waits_for_the_same_completion() -> None:
     async def scenario() -> None:
-        entered = asyncio.Event()
-        release = asyncio.Event()
-
-        async def handler(ask: Ask) -> dict[str, Any]:
-            entered.set()
-            await release.wait()  # the first close() waits for this answer
-            return {"tools": []}
-
-        server = await asyncio_adapter.serve(Hub(), exchange_handler=handler, close_timeout=HANG)
-        sock = await asyncio.to_thread(send_exchange_ask, server.port)
-        try:
-            await asyncio.wait_for(entered.wait(), HANG)
+        async with asyncio_server_held_by_an_exchange() as (server, release):
             first = asyncio.create_task(server.close())
             second = asyncio.create_task(server.close())
             for _ in range(20):
@@ -235,26 +263,13 @@ def test_asyncio_close_twice_waits_for_the_same_completion() -> None:
             assert server.connections == 0
             await asyncio.wait_for(first, HANG)
             await asyncio.wait_for(server.close(), HANG)  # a third, after the end: at once
-        finally:
-            sock.close()
 
     asyncio.run(scenario())
 
 
 def test_asyncio_close_goes_on_when_its_first_caller_is_cancelled() -> None:
     async def scenario() -> None:
-        entered = asyncio.Event()
-        release = asyncio.Event()
-
-        async def handler(ask: Ask) -> dict[str, Any]:
-            entered.set()
-            await release.wait()
-            return {"tools": []}
-
-        server = await asyncio_adapter.serve(Hub(), exchange_handler=handler, close_timeout=HANG)
-        sock = await asyncio.to_thread(send_exchange_ask, server.port)
-        try:
-            await asyncio.wait_for(entered.wait(), HANG)
+        async with asyncio_server_held_by_an_exchange() as (server, release):
             first = asyncio.create_task(server.close())
             await asyncio.sleep(0)
             first.cancel()
@@ -267,22 +282,14 @@ def test_asyncio_close_goes_on_when_its_first_caller_is_cancelled() -> None:
             release.set()
             await asyncio.wait_for(second, HANG)
             assert server.connections == 0
-        finally:
-            sock.close()
 
     asyncio.run(scenario())
 
 
 def test_trio_close_twice_waits_for_the_same_completion() -> None:
     async def scenario() -> None:
-        entered = trio.Event()
-        release = trio.Event()
+        entered, release, handler = trio_held_exchange_handler()
         returned: list[int] = []
-
-        async def handler(ask: Ask) -> dict[str, Any]:
-            entered.set()
-            await release.wait()
-            return {"tools": []}
 
         with trio.fail_after(HANG):
             async with (
@@ -311,13 +318,7 @@ def test_trio_close_twice_waits_for_the_same_completion() -> None:
 
 def test_trio_close_goes_on_when_its_first_caller_is_cancelled() -> None:
     async def scenario() -> None:
-        entered = trio.Event()
-        release = trio.Event()
-
-        async def handler(ask: Ask) -> dict[str, Any]:
-            entered.set()
-            await release.wait()
-            return {"tools": []}
+        entered, release, handler = trio_held_exchange_handler()
 
         async with trio_adapter.serve(
             Hub(), exchange_handler=handler, close_timeout=HANG

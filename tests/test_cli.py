@@ -8,6 +8,7 @@ pseudo-terminal.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
@@ -20,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -38,6 +39,9 @@ from interop import (
     cli_command,
     cli_env,
     free_port,
+    kill_if_running,
+    run_cli,
+    run_without_mcp,
 )
 
 import diverge_notifications.adapters.asyncio as asyncio_adapter
@@ -277,13 +281,7 @@ def test_serve_exits_1_when_the_port_is_taken() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            cli_command("serve", "--port", str(port)),
-            capture_output=True,
-            env=cli_env(),
-            timeout=HANG_GUARD,
-            check=False,
-        )
+        result = run_cli(cli_command("serve", "--port", str(port)))
     assert result.returncode == EXIT_NO_CONNECTION
     assert b"cannot listen" in result.stderr
 
@@ -333,13 +331,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 
 
 def test_malformed_url_exits_2_as_a_process() -> None:
-    result = subprocess.run(
-        cli_command("listen", "127.0.0.1:8080"),
-        capture_output=True,
-        env=cli_env(),
-        timeout=HANG_GUARD,
-        check=False,
-    )
+    result = run_cli(cli_command("listen", "127.0.0.1:8080"))
     assert result.returncode == EXIT_USAGE
     assert b"malformed URL" in result.stderr
 
@@ -348,19 +340,7 @@ def test_malformed_url_exits_2_as_a_process() -> None:
     "option", [["--mcp-stdio", "python -m some_server"], ["--mcp-url", "http://127.0.0.1:1/mcp"]]
 )
 def test_mcp_options_without_mcp_exit_2(option: list[str]) -> None:
-    hide_mcp = (
-        "import sys; sys.modules['mcp'] = None\n"
-        "from diverge_notifications.cli import main\n"
-        f"raise SystemExit(main(['serve', '--port', '0', '--stdin', *{option!r}]))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", hide_mcp],
-        capture_output=True,
-        env=cli_env(),
-        timeout=HANG_GUARD,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_without_mcp(["serve", "--port", "0", "--stdin", *option])
     assert result.returncode == EXIT_USAGE
     assert result.stderr.decode().strip() == MCP_MISSING_MESSAGE
 
@@ -394,13 +374,8 @@ def test_serve_relays_an_mcp_server_over_stdio() -> None:
 
 @needs_mcp
 def test_serve_exits_1_when_the_mcp_bridge_fails() -> None:
-    result = subprocess.run(
-        cli_command("serve", "--port", "0", "--mcp-stdio", "no-such-mcp-server-command --x"),
-        capture_output=True,
-        env=cli_env(),
-        timeout=HANG_GUARD,
-        check=False,
-        stdin=subprocess.DEVNULL,
+    result = run_cli(
+        cli_command("serve", "--port", "0", "--mcp-stdio", "no-such-mcp-server-command --x")
     )
     assert result.returncode == EXIT_NO_CONNECTION
     assert b"the MCP bridge failed" in result.stderr
@@ -414,13 +389,7 @@ def test_core_commands_import_neither_mcp_nor_trio() -> None:
         "import diverge_notifications._terminal, diverge_notifications.adapters.asyncio\n"
         "print(sorted(m for m in ('mcp', 'trio') if m in sys.modules))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        env=cli_env(),
-        timeout=HANG_GUARD,
-        check=True,
-    )
+    result = run_cli([sys.executable, "-c", probe], check=True)
     assert result.stdout.strip() == b"[]"
 
 
@@ -487,9 +456,7 @@ def _run_human_listen(no_color: bool) -> bytes:
             assert serve.interrupt() == EXIT_OK
             assert listen.wait(HANG_GUARD) == EXIT_OK
         finally:
-            if listen.poll() is None:
-                listen.kill()
-                listen.wait()
+            kill_if_running(listen)
             assert listen.stderr is not None
             listen.stderr.close()
             reader.join(HANG_GUARD)
@@ -726,14 +693,7 @@ def test_listen_with_an_unusable_token_exits_2(
 
 @pytest.mark.parametrize("token", UNUSABLE_TOKENS)
 def test_serve_with_an_unusable_token_exits_2_before_serving(token: str) -> None:
-    result = subprocess.run(
-        cli_command("serve", "--port", "0", "--token", token),
-        capture_output=True,
-        env=cli_env(),
-        timeout=HANG_GUARD,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_cli(cli_command("serve", "--port", "0", "--token", token))
     assert result.returncode == EXIT_USAGE
     err = result.stderr.decode("utf-8")
     assert err.count("\n") == 1
@@ -916,6 +876,25 @@ def _closing_stdout(*args: str) -> list[str]:
     return ["/bin/sh", "-c", f"exec {shlex.join(cli_command(*args))} >&-"]
 
 
+@contextlib.contextmanager
+def _without_stdout(*args: str) -> Iterator[tuple[subprocess.Popen[bytes], LineReader]]:
+    """``python -m diverge_notifications ARGS`` running with fd 1 closed, and its stderr reader.
+
+    The process is killed on the way out if still running.
+    """
+    process = subprocess.Popen(
+        _closing_stdout(*args),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
+    try:
+        assert process.stderr is not None
+        yield process, LineReader(process.stderr, "stderr")
+    finally:
+        kill_if_running(process)
+
+
 def test_listen_without_stdout_does_not_crash(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -927,23 +906,11 @@ def test_listen_without_stdout_does_not_crash(
 
 def test_listen_without_stdout_exits_0_at_the_first_notification() -> None:
     with ServeProcess("--stdin") as serve:
-        listen = subprocess.Popen(
-            _closing_stdout("listen", serve.url, "--events"),
-            stdin=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=cli_env(),
-        )
-        try:
-            assert listen.stderr is not None
-            stderr = LineReader(listen.stderr, "stderr")
+        with _without_stdout("listen", serve.url, "--events") as (listen, stderr):
             stderr.wait_for_text('"event":"StreamOpened"')
             serve.send_line(PUBLISHED[0])
             assert listen.wait(HANG_GUARD) == EXIT_OK
             stderr.join()
-        finally:
-            if listen.poll() is None:
-                listen.kill()
-                listen.wait()
         assert [json.loads(line)["event"] for line in stderr.lines] == [
             "StreamOpened",
             "NotificationReceived",
@@ -952,15 +919,7 @@ def test_listen_without_stdout_exits_0_at_the_first_notification() -> None:
 
 
 def test_serve_without_stdout_serves() -> None:
-    serve = subprocess.Popen(
-        _closing_stdout("serve", "--port", "0"),
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=cli_env(),
-    )
-    try:
-        assert serve.stderr is not None
-        stderr = LineReader(serve.stderr, "stderr")
+    with _without_stdout("serve", "--port", "0") as (serve, stderr):
         url = stderr.wait_for_text("serving on ").decode().split("serving on ", 1)[1]
         with ListenProcess(url, "--once", "--events") as listen:
             listen.wait_for_event("StreamOpened")
@@ -969,7 +928,3 @@ def test_serve_without_stdout_serves() -> None:
             assert listen.wait() == EXIT_OK
         stderr.join()
         assert stderr.lines == [f"serving on {url}".encode()]
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-            serve.wait()

@@ -17,7 +17,15 @@ import sys
 from typing import Any
 
 import pytest
-from interop import HANG_GUARD, cli_command, cli_env, json_lines
+from interop import (
+    HANG_GUARD,
+    cli_command,
+    cli_env,
+    json_lines,
+    kill_if_running,
+    run_cli,
+    run_without_mcp,
+)
 
 from diverge_notifications.cli import EXIT_OK, EXIT_USAGE, main
 from diverge_notifications.demo import MCP_MISSING_MESSAGE, run_demo, scripted_notifications
@@ -27,14 +35,7 @@ DEMO_GUARD = 3 * HANG_GUARD
 
 
 def _run_piped(*options: str) -> list[dict[str, Any]]:
-    result = subprocess.run(
-        cli_command("demo", *options),
-        capture_output=True,
-        env=cli_env(),
-        timeout=DEMO_GUARD,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_cli(cli_command("demo", *options), timeout=DEMO_GUARD)
     assert result.returncode == 0, result.stderr.decode()
     return json_lines(result.stdout.splitlines())
 
@@ -101,9 +102,7 @@ def test_demo_on_a_terminal_shows_the_human_view() -> None:
             output += data
         assert process.wait(DEMO_GUARD) == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        kill_if_running(process)
         os.close(master)
     text = output.decode("utf-8")
     assert "100% 5/5" in text and "█" in text
@@ -172,19 +171,7 @@ def test_demo_mcp_relays_the_example_server() -> None:
 
 
 def test_demo_mcp_without_mcp_exits_2() -> None:
-    hide_mcp = (
-        "import sys; sys.modules['mcp'] = None\n"
-        "from diverge_notifications.cli import main\n"
-        "raise SystemExit(main(['demo', '--mcp']))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", hide_mcp],
-        capture_output=True,
-        env=cli_env(),
-        timeout=HANG_GUARD,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_without_mcp(["demo", "--mcp"])
     assert result.returncode == EXIT_USAGE
     assert result.stderr.decode().strip() == MCP_MISSING_MESSAGE
     assert result.stdout == b""
@@ -209,9 +196,7 @@ def _run_into_head(*options: str, lines: int = 2) -> tuple[int, list[bytes], byt
         status = process.wait(DEMO_GUARD)
         return status, read, process.stderr.read()
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        kill_if_running(process)
         assert process.stderr is not None
         process.stderr.close()
 

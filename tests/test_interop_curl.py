@@ -9,12 +9,14 @@ Skipped when curl is not installed (Debian package ``curl``).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interop import HANG_GUARD, ServeProcess, find_binary
+from interop import HANG_GUARD, ServeProcess, find_binary, kill_if_running
 
 from diverge_notifications.sansio import Notification, encode_frame, encode_message
 
@@ -51,43 +53,62 @@ def _wait_for_file_text(path: Path, text: bytes, process: subprocess.Popen[bytes
         time.sleep(0.02)
 
 
-def test_curl_receives_exactly_the_frames(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _curl_ask(
+    serve: ServeProcess, tmp_path: Path, *extra: str
+) -> Iterator[tuple[subprocess.Popen[bytes], Path, Path]]:
+    """Run curl asking ``serve`` for a stream: the head goes to one file, the body to another.
+
+    Yields once the head has arrived; curl is killed on the way out if still running.
+    """
     ask = _ask_file(tmp_path)
     head = tmp_path / "head"
     body = tmp_path / "body"
+    curl = subprocess.Popen(
+        _curl(
+            *extra,
+            "-D",
+            str(head),
+            "-X",
+            "POST",
+            "-H",
+            ASK_CONTENT_TYPE,
+            "--data-binary",
+            f"@{ask}",
+            "-o",
+            str(body),
+            f"{serve.url}/requests",
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_for_file_text(head, b"\r\n\r\n", curl)
+        yield curl, head, body
+    finally:
+        kill_if_running(curl)
+
+
+def _stop(serve: ServeProcess, curl: subprocess.Popen[bytes]) -> bytes:
+    """Shut ``serve`` down cleanly and return what curl wrote to its standard error."""
+    assert serve.interrupt() == 0
+    _, curl_err = curl.communicate(timeout=HANG_GUARD)
+    return curl_err
+
+
+def test_curl_receives_exactly_the_frames(tmp_path: Path) -> None:
     # A long keep-alive interval, so that the body holds only the messages.
-    with ServeProcess("--stdin", "--keepalive", "120") as serve:
-        curl = subprocess.Popen(
-            _curl(
-                "-X",
-                "POST",
-                "-H",
-                ASK_CONTENT_TYPE,
-                "--data-binary",
-                f"@{ask}",
-                "-D",
-                str(head),
-                "-o",
-                str(body),
-                f"{serve.url}/requests",
-            ),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+    with (
+        ServeProcess("--stdin", "--keepalive", "120") as serve,
+        _curl_ask(serve, tmp_path) as (curl, head, body),
+    ):
+        for line in PUBLISHED:
+            serve.send_line(line)
+        expected = b"".join(
+            encode_frame(encode_message(Notification.from_bytes(line))) for line in PUBLISHED
         )
-        try:
-            _wait_for_file_text(head, b"\r\n\r\n", curl)
-            for line in PUBLISHED:
-                serve.send_line(line)
-            expected = b"".join(
-                encode_frame(encode_message(Notification.from_bytes(line))) for line in PUBLISHED
-            )
-            _wait_for_file_text(body, expected[-16:], curl)
-            assert serve.interrupt() == 0
-            _, curl_err = curl.communicate(timeout=HANG_GUARD)
-        finally:
-            if curl.poll() is None:
-                curl.kill()
-                curl.wait()
+        _wait_for_file_text(body, expected[-16:], curl)
+        curl_err = _stop(serve, curl)
     assert curl.returncode == 0, curl_err  # the chunked body ended properly
     assert body.read_bytes() == expected
     assert expected.startswith(b"\x00\x00\x00" + bytes([len(PUBLISHED[0]) + 1]) + b"\x00{")
@@ -95,39 +116,14 @@ def test_curl_receives_exactly_the_frames(tmp_path: Path) -> None:
 
 
 def test_curl_sees_the_head(tmp_path: Path) -> None:
-    ask = _ask_file(tmp_path)
-    head_file = tmp_path / "head"
-    out = tmp_path / "out"
     # curl holds back -i output until body bytes arrive; -D tells when the head came.
-    with ServeProcess("--stdin", "--keepalive", "120") as serve:
-        curl = subprocess.Popen(
-            _curl(
-                "-i",
-                "-D",
-                str(head_file),
-                "-X",
-                "POST",
-                "-H",
-                ASK_CONTENT_TYPE,
-                "--data-binary",
-                f"@{ask}",
-                "-o",
-                str(out),
-                f"{serve.url}/requests",
-            ),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            _wait_for_file_text(head_file, b"\r\n\r\n", curl)
-            serve.send_line(PUBLISHED[1])
-            _wait_for_file_text(out, PUBLISHED[1][-8:], curl)
-            assert serve.interrupt() == 0
-            _, curl_err = curl.communicate(timeout=HANG_GUARD)
-        finally:
-            if curl.poll() is None:
-                curl.kill()
-                curl.wait()
+    with (
+        ServeProcess("--stdin", "--keepalive", "120") as serve,
+        _curl_ask(serve, tmp_path, "-i") as (curl, _, out),
+    ):
+        serve.send_line(PUBLISHED[1])
+        _wait_for_file_text(out, PUBLISHED[1][-8:], curl)
+        curl_err = _stop(serve, curl)
     assert curl.returncode == 0, curl_err
     head, _, rest = out.read_bytes().partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
