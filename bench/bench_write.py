@@ -66,13 +66,16 @@ def main() -> None:
             json.dumps(value)
         return time.perf_counter() - start
 
-    def frames() -> float:
-        conn = open_path()
-        send = conn.send_notification
-        start = time.perf_counter()
-        for item in items:
-            send(item)
-        return time.perf_counter() - start
+    def one_at_a_time(inputs: list[Notification] | list[bytes]) -> Callable[[], float]:
+        def run() -> float:
+            conn = open_path()
+            send = conn.send_notification
+            start = time.perf_counter()
+            for item in inputs:
+                send(item)
+            return time.perf_counter() - start
+
+        return run
 
     def batches() -> float:
         conn = open_path()
@@ -82,22 +85,14 @@ def main() -> None:
             conn.send_notifications(group)
         return time.perf_counter() - start
 
-    def raw_frames() -> float:
-        conn = open_path()
-        send = conn.send_notification
-        start = time.perf_counter()
-        for raw in raws:
-            send(raw)
-        return time.perf_counter() - start
-
     baseline = best_of(5, dumps)
     print(f"{COUNT} notifications, {total_bytes / COUNT:.0f} bytes of JSON on average")
     print(f"{'what':<36} {'ns each':>9} {'MB/s':>8} {'vs json.dumps':>14}")
     for name, run in (
         ("json.dumps (comparison)", dumps),
-        ("send_notification(Notification)", frames),
+        ("send_notification(Notification)", one_at_a_time(items)),
         (f"send_notifications(batch of {BATCH})", batches),
-        ("send_notification(raw bytes, checked)", raw_frames),
+        ("send_notification(raw bytes, checked)", one_at_a_time(raws)),
     ):
         elapsed = baseline if run is dumps else best_of(5, run)
         per_item = elapsed / COUNT
