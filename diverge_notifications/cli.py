@@ -407,7 +407,7 @@ def trouble_line(event: Event) -> str | None:
     failed connection, a refusal (a ``NotServed`` whose status is not
     2xx), a server error, an abrupt end. Everything else says nothing.
     """
-    from .adapters._common import ConnectionFailed
+    from .sansio.events import ConnectionFailed
 
     if isinstance(event, ConnectionFailed):
         return f"listen: could not connect: {event.reason}"
@@ -448,9 +448,9 @@ def _closed_stdout() -> BrokenPipeError:
 
 
 async def _listen(args: argparse.Namespace, *, human: bool) -> int:
-    from .adapters._common import ConnectionFailed
     from .adapters.asyncio import listen
     from .sansio import LocalProtocolError, ProxyPolicy
+    from .sansio.events import ConnectionFailed
 
     view = None
     stdout = None

@@ -20,14 +20,14 @@ from typing import Any
 import h11
 
 from diverge_notifications.sansio import NEED_DATA, ErrorData
-from diverge_notifications.sansio.events import Event
-from diverge_notifications.sansio.server import (
+from diverge_notifications.sansio.events import (
     AskRefused,
     ConnectionClosed,
+    Event,
     ExchangeAsked,
     NotificationsAsked,
-    ServerConnection,
 )
+from diverge_notifications.sansio.server import ServerConnection
 
 DECLARED_STATUSES = frozenset({400, 401, 404, 405, 413, 431, 501, 505})
 

@@ -53,7 +53,7 @@ from diverge_notifications.sansio import (
     encode_message,
 )
 from diverge_notifications.sansio.framing import KEEPALIVE_FRAME, encode_frame
-from diverge_notifications.sansio.proxy import MESSAGES_CONTENT_TYPE
+from diverge_notifications.sansio.http import MESSAGES_CONTENT_TYPE
 
 __all__ = [
     "AUTHORITY",

@@ -60,14 +60,14 @@ from diverge_notifications.sansio import (
     StreamErrored,
     StreamOpened,
 )
-from diverge_notifications.sansio.events import NEED_DATA
-from diverge_notifications.sansio.policy import (
+from diverge_notifications.sansio.events import (
+    NEED_DATA,
     AttemptsExhausted,
-    Backoff,
-    ProxyPolicy,
+    NotificationsAsked,
     RetryScheduled,
 )
-from diverge_notifications.sansio.server import NotificationsAsked, ServerConnection
+from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
+from diverge_notifications.sansio.server import ServerConnection
 
 #: Deadline of every wait: generous for a loaded CI machine, short enough to fail a hang.
 HANG: Final = 30.0

@@ -46,7 +46,6 @@ from interop import (
 
 import diverge_notifications.adapters.asyncio as asyncio_adapter
 from diverge_notifications._terminal import LEVEL_STYLES, HumanView, color_wanted
-from diverge_notifications.adapters._common import ConnectionFailed
 from diverge_notifications.cli import (
     EXIT_BROKEN,
     EXIT_ERRORED,
@@ -77,7 +76,7 @@ from diverge_notifications.sansio import (
     encode_frame,
     encode_message,
 )
-from diverge_notifications.sansio.policy import RetryScheduled
+from diverge_notifications.sansio.events import ConnectionFailed, RetryScheduled
 
 PUBLISHED = [
     b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1,"total":2}}',

@@ -24,8 +24,12 @@ from diverge_notifications.sansio import (
     Profile,
 )
 from diverge_notifications.sansio.events import (
+    AskRefused,
+    ConnectionClosed,
     Event,
+    ExchangeAsked,
     NotificationReceived,
+    NotificationsAsked,
     NotServed,
     ReaskNeeded,
     ResultReceived,
@@ -36,13 +40,7 @@ from diverge_notifications.sansio.events import (
 )
 from diverge_notifications.sansio.hub import Hub, Interest
 from diverge_notifications.sansio.proxy import ExchangeConnection, ProxyConnection
-from diverge_notifications.sansio.server import (
-    AskRefused,
-    ConnectionClosed,
-    ExchangeAsked,
-    NotificationsAsked,
-    ServerConnection,
-)
+from diverge_notifications.sansio.server import ServerConnection
 
 AUTHORITY = "127.0.0.1:8080"
 PROGRESS = Notification("notifications/progress", {"progressToken": 7, "progress": 1, "total": 2})

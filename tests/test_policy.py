@@ -28,17 +28,15 @@ from hypothesis.stateful import (
 
 import diverge_notifications.sansio.policy as policy_module
 from diverge_notifications.sansio import LocalProtocolError
-from diverge_notifications.sansio.events import Event
+from diverge_notifications.sansio.events import AttemptsExhausted, Event, RetryScheduled
 from diverge_notifications.sansio.policy import (
     DEFAULT_BACKOFF,
     POLICY_TRANSITIONS,
-    AttemptsExhausted,
     Backoff,
     PolicyInput,
     PolicyOutcome,
     PolicyState,
     ProxyPolicy,
-    RetryScheduled,
 )
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "policy.md"

@@ -61,15 +61,14 @@ from diverge_notifications.sansio import (
 )
 from diverge_notifications.sansio.events import TERMINAL_EVENTS
 from diverge_notifications.sansio.framing import KEEPALIVE_FRAME
+from diverge_notifications.sansio.http import DEFAULT_MAX_HEAD_SIZE, channel_from_location
 from diverge_notifications.sansio.proxy import (
     _END,
-    DEFAULT_MAX_HEAD_SIZE,
     PROXY_TRANSITIONS,
     ProxyInput,
     ProxyOutcome,
     ProxyState,
     _ChunkedBody,
-    channel_from_location,
 )
 
 

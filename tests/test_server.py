@@ -27,20 +27,21 @@ from diverge_notifications.sansio import (
     decode_message,
     encode_ask,
 )
-from diverge_notifications.sansio.events import Event
+from diverge_notifications.sansio.events import (
+    AskRefused,
+    ConnectionClosed,
+    Event,
+    ExchangeAsked,
+    NotificationsAsked,
+)
 from diverge_notifications.sansio.framing import KEEPALIVE
+from diverge_notifications.sansio.http import ChannelIds, check_token
 from diverge_notifications.sansio.server import (
     SERVER_TRANSITIONS,
     SERVER_TRANSITIONS_BY_PROFILE,
-    AskRefused,
-    ChannelIds,
-    ConnectionClosed,
-    ExchangeAsked,
-    NotificationsAsked,
     ServerConnection,
     ServerInput,
     ServerState,
-    check_token,
 )
 
 # --- helpers ----------------------------------------------------------------------------------

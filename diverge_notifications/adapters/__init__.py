@@ -7,6 +7,7 @@ the one you use; :mod:`.trio` needs the ``trio`` extra and is never
 imported by this package.
 """
 
-from ._common import ConnectionFailed, Endpoint, parse_url
+from ..sansio.events import ConnectionFailed
+from ._common import Endpoint, parse_url
 
 __all__ = ["ConnectionFailed", "Endpoint", "parse_url"]

@@ -42,25 +42,25 @@ from ..sansio._errors import LocalProtocolError
 from ..sansio.asks import Ask
 from ..sansio.events import (
     NEED_DATA,
+    AskRefused,
+    AttemptsExhausted,
+    ConnectionClosed,
+    ConnectionFailed,
     Event,
+    ExchangeAsked,
     NotificationReceived,
+    NotificationsAsked,
     ReaskNeeded,
     StreamOpened,
 )
 from ..sansio.framing import DEFAULT_MAX_FRAME_SIZE
+from ..sansio.http import ChannelIds
 from ..sansio.hub import Hub, Subscriber
 from ..sansio.mcp import ErrorCode, ErrorData, Notification
-from ..sansio.policy import AttemptsExhausted, ProxyPolicy
+from ..sansio.policy import ProxyPolicy
 from ..sansio.proxy import ProxyConnection
 from ..sansio.sequence import Profile
-from ..sansio.server import (
-    AskRefused,
-    ChannelIds,
-    ConnectionClosed,
-    ExchangeAsked,
-    NotificationsAsked,
-    ServerConnection,
-)
+from ..sansio.server import ServerConnection
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
@@ -70,7 +70,6 @@ __all__ = [
     "DEFAULT_MAX_BATCH",
     "READ_SIZE",
     "Connect",
-    "ConnectionFailed",
     "Deliver",
     "Disconnect",
     "Endpoint",
@@ -103,17 +102,6 @@ DEFAULT_MAX_BATCH: Final = 1024
 DEFAULT_CLOSE_TIMEOUT: Final = 5.0
 #: Seconds a server gives a new connection to complete its ask before closing it.
 DEFAULT_ASK_TIMEOUT: Final = 10.0
-
-
-@attrs.frozen(kw_only=True)
-class ConnectionFailed(Event):
-    """No connection could be made for an ask; ``reason`` says why, for people.
-
-    The policy's :class:`RetryScheduled` (or :class:`AttemptsExhausted`)
-    follows it, as after any other end of an ask.
-    """
-
-    reason: str
 
 
 # --- URLs ----------------------------------------------------------------------

@@ -20,10 +20,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from .. import __version__
 from ..sansio._errors import FrameError
-from ..sansio.events import Event
+from ..sansio.events import AttemptsExhausted, Event
 from ..sansio.hub import Hub
 from ..sansio.mcp import LogLevel, Notification
-from ..sansio.policy import AttemptsExhausted, ProxyPolicy
+from ..sansio.policy import ProxyPolicy
 from ._http import http_transport
 from ._link import Link
 from ._stdio import DEFAULT_MAX_LINE_SIZE, stdio_transport

@@ -25,12 +25,18 @@ from .asks import (
 from .events import (
     NEED_DATA,
     TERMINAL_EVENTS,
+    AskRefused,
+    AttemptsExhausted,
+    ConnectionClosed,
     Event,
+    ExchangeAsked,
     MessageRejected,
     NotificationReceived,
+    NotificationsAsked,
     NotServed,
     ReaskNeeded,
     ResultReceived,
+    RetryScheduled,
     StreamBroken,
     StreamEnded,
     StreamErrored,
@@ -38,6 +44,7 @@ from .events import (
     TerminalEvent,
 )
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from .http import ChannelIds
 from .hub import Hub, Interest, Subscriber
 from .mcp import (
     Cancelled,
@@ -55,20 +62,10 @@ from .mcp import (
     TaskStatus,
 )
 from .messages import decode_message, encode_message
-from .policy import AttemptsExhausted, Backoff, PolicyState, ProxyPolicy, RetryScheduled
+from .policy import Backoff, PolicyState, ProxyPolicy
 from .proxy import AnswerState, ExchangeConnection, ProxyConnection, ProxyState
 from .sequence import PathState, Profile, SequenceMachine
-from .server import (
-    AskRefused,
-    ChannelIds,
-    ConnectionClosed,
-    ContainerWriter,
-    ExchangeAsked,
-    NotificationsAsked,
-    ServerConnection,
-    ServerState,
-    WriterState,
-)
+from .server import ContainerWriter, ServerConnection, ServerState, WriterState
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",

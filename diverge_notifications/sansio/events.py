@@ -17,18 +17,26 @@ from typing import Any, Final, Literal
 import attrs
 
 from ._errors import FrameError
+from .asks import Ask
 from .mcp import ErrorData, Notification, NotificationKind
 
 __all__ = [
     "NEED_DATA",
     "TERMINAL_EVENTS",
+    "AskRefused",
+    "AttemptsExhausted",
+    "ConnectionClosed",
+    "ConnectionFailed",
     "Event",
+    "ExchangeAsked",
     "MessageRejected",
     "NeedData",
     "NotServed",
     "NotificationReceived",
+    "NotificationsAsked",
     "ReaskNeeded",
     "ResultReceived",
+    "RetryScheduled",
     "StreamBroken",
     "StreamEnded",
     "StreamErrored",
@@ -177,3 +185,77 @@ TERMINAL_EVENTS: Final = (StreamErrored, NotServed, StreamEnded, StreamBroken)
 
 #: What ``next_event()`` returns.
 EventOrNeedData = Event | Literal[NeedData.NEED_DATA]
+
+
+# --- the server's side of an ask -------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class NotificationsAsked(Event):
+    """A valid kind-4 ask arrived; write the path (``start_path`` ...) or ``decline``."""
+
+    channel: str
+
+
+@attrs.frozen(kw_only=True)
+class ExchangeAsked(Event):
+    """A valid kind 0-3 ask arrived; ``answer``, ``answer_error`` or ``decline`` it."""
+
+    ask: Ask
+    channel: str
+
+
+@attrs.frozen(kw_only=True)
+class AskRefused(Event):
+    """The request was not a valid ask.
+
+    The HTTP error response (``status``, a short ``text/plain`` body saying
+    ``reason``, ``Connection: close``) is already queued in
+    :meth:`ServerConnection.data_to_send`; send it, then close the connection.
+    """
+
+    status: int
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionClosed(Event):
+    """The connection is over: the peer closed it, or this side's answer is complete.
+
+    Send what is left (``data_to_send()`` and any bytes a write returned),
+    then close the socket. Produced exactly once per connection.
+    """
+
+
+# --- the proxy policy and the listener's loop ---------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class RetryScheduled(Event):
+    """A notification ask ended; the next one may start after ``delay`` seconds.
+
+    ``attempt`` is the number the next ask has in the current run of
+    unhealthy ends: 1 after a healthy path, ``n + 1`` after ``n`` unhealthy
+    ends in a row. With ``max_attempts`` set it never exceeds that limit.
+    """
+
+    delay: float
+    attempt: int
+
+
+@attrs.frozen(kw_only=True)
+class AttemptsExhausted(Event):
+    """``attempts`` unhealthy ends in a row reached ``max_attempts``: no more asks."""
+
+    attempts: int
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionFailed(Event):
+    """No connection could be made for an ask; ``reason`` says why, for people.
+
+    The policy's :class:`RetryScheduled` (or :class:`AttemptsExhausted`)
+    follows it, as after any other end of an ask.
+    """
+
+    reason: str

@@ -33,18 +33,16 @@ from typing import Final
 import attrs
 
 from ._errors import LocalProtocolError
-from .events import Event
+from .events import AttemptsExhausted, RetryScheduled
 
 __all__ = [
     "DEFAULT_BACKOFF",
     "POLICY_TRANSITIONS",
-    "AttemptsExhausted",
     "Backoff",
     "PolicyInput",
     "PolicyOutcome",
     "PolicyState",
     "ProxyPolicy",
-    "RetryScheduled",
 ]
 
 
@@ -142,26 +140,6 @@ class Backoff:
 
 #: The defaults: 0.5 s, doubling, at most 30 s.
 DEFAULT_BACKOFF: Final = Backoff()
-
-
-@attrs.frozen(kw_only=True)
-class RetryScheduled(Event):
-    """A notification ask ended; the next one may start after ``delay`` seconds.
-
-    ``attempt`` is the number the next ask has in the current run of
-    unhealthy ends: 1 after a healthy path, ``n + 1`` after ``n`` unhealthy
-    ends in a row. With ``max_attempts`` set it never exceeds that limit.
-    """
-
-    delay: float
-    attempt: int
-
-
-@attrs.frozen(kw_only=True)
-class AttemptsExhausted(Event):
-    """``attempts`` unhealthy ends in a row reached ``max_attempts``: no more asks."""
-
-    attempts: int
 
 
 class PolicyState(enum.Enum):

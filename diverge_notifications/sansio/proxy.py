@@ -60,16 +60,20 @@ from .framing import (
     FrameTooLarge,
     OffsetBuffer,
 )
+from .http import (
+    ASK_CONTENT_TYPE,
+    DEFAULT_MAX_HEAD_SIZE,
+    HEAD_END,
+    MESSAGES_CONTENT_TYPE,
+    channel_from_location,
+    check_token,
+)
 from .mcp import ErrorData
 from .messages import ERROR_TAG, NOTIFICATION_TAG
 from .sequence import PathState, Profile, SequenceMachine
-from .server import check_token
 
 __all__ = [
     "ANSWER_TRANSITIONS",
-    "ASK_CONTENT_TYPE",
-    "DEFAULT_MAX_HEAD_SIZE",
-    "MESSAGES_CONTENT_TYPE",
     "PROXY_TRANSITIONS",
     "REFUSAL_BODY_LIMIT",
     "AnswerInput",
@@ -80,22 +84,11 @@ __all__ = [
     "ProxyInput",
     "ProxyOutcome",
     "ProxyState",
-    "channel_from_location",
 ]
 
-#: Content type of the ask's body.
-ASK_CONTENT_TYPE: Final = "application/vnd.diverge.ask"
-#: Content type of an answer that opens a path.
-MESSAGES_CONTENT_TYPE: Final = "application/vnd.diverge.messages"
-#: Largest answer head accepted by default (status line, headers, blank line).
-DEFAULT_MAX_HEAD_SIZE: Final = 64 * 1024
 #: How many bytes of a refusal's body are kept for :attr:`NotServed.reason`.
 REFUSAL_BODY_LIMIT: Final = 200
 
-_CHANNEL: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# The end of a head exactly as h11 finds it (h11._receivebuffer), so that
-# h11 is handed exactly one complete head at a time.
-_HEAD_END: Final = re.compile(rb"\n\r?\n")
 _STATUS_LINE_START: Final = b"HTTP/"
 _REASON_CLIP: Final = 160
 _CRLF: Final = b"\r\n"
@@ -245,24 +238,6 @@ ANSWER_TRANSITIONS: Final[
 
 
 _ANSWER_INPUT_BY_TAG: Final = {NOTIFICATION_TAG: AnswerInput.RESULT, ERROR_TAG: AnswerInput.ERROR}
-
-
-def channel_from_location(value: str) -> str | None:
-    """The channel named by a ``Content-Location`` value, or ``None``.
-
-    The channel is the last segment of the location's path, which must be
-    1-64 of ``A-Z a-z 0-9 - _``. Absolute locations
-    (``http://host/mcp/notifications/c1``) and any prefix before the last
-    segment are accepted; the query and fragment are ignored.
-    """
-    location = value.strip().split("#", 1)[0].split("?", 1)[0]
-    scheme_end = location.find("://")
-    if scheme_end >= 0 or location.startswith("//"):
-        after_authority = location[scheme_end + 3 if scheme_end >= 0 else 2 :]
-        slash = after_authority.find("/")
-        location = after_authority[slash:] if slash >= 0 else ""
-    segment = location.rsplit("/", 1)[-1]
-    return segment if _CHANNEL.fullmatch(segment) else None
 
 
 def _clip(text: str, limit: int = _REASON_CLIP) -> str:
@@ -753,7 +728,7 @@ class _AskConnection:
                 "is this the Diverge server's address?"
             )
             return True
-        match = _HEAD_END.search(head, self._head_scan)
+        match = HEAD_END.search(head, self._head_scan)
         if match is None:
             if len(head) > self._max_head_size:
                 self._end_abruptly(self._head_too_large())

@@ -30,154 +30,58 @@ from __future__ import annotations
 
 import enum
 import hmac
-import re
-import struct
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-import attrs
 import h11
 
 from ._errors import AskError, FrameError, LocalProtocolError
 from ._json import JsonError, dumps, parse
 from .asks import Ask, Exchange, decode_ask
-from .events import NEED_DATA, Event, EventOrNeedData
-from .framing import DEFAULT_MAX_FRAME_SIZE, KEEPALIVE_FRAME
+from .events import (
+    NEED_DATA,
+    AskRefused,
+    ConnectionClosed,
+    Event,
+    EventOrNeedData,
+    ExchangeAsked,
+    NotificationsAsked,
+)
+from .framing import DEFAULT_MAX_FRAME_SIZE
+from .http import (
+    ASK_PATH,
+    CONTINUE_RESPONSE,
+    HEAD_END,
+    KEEPALIVE_CHUNK,
+    LAST_CHUNK,
+    ChannelIds,
+    answer_head,
+    check_token,
+    pack_length,
+    refusal_response,
+    target_path,
+)
 from .mcp import ErrorData, Notification
 from .sequence import Profile
 
 __all__ = [
-    "ASK_PATH",
     "CONTAINER_SERVER_TRANSITIONS",
-    "MESSAGES_CONTENT_TYPE",
     "SERVER_TRANSITIONS",
     "SERVER_TRANSITIONS_BY_PROFILE",
     "WRITER_TRANSITIONS",
-    "AskRefused",
-    "ChannelIds",
-    "ConnectionClosed",
     "ContainerWriter",
-    "ExchangeAsked",
     "NotificationLike",
-    "NotificationsAsked",
     "ServerConnection",
     "ServerInput",
     "ServerOutcome",
     "ServerState",
     "WriterInput",
     "WriterState",
-    "check_token",
 ]
-
-#: The one path asks are posted to.
-ASK_PATH: Final = "/requests"
-#: Content type of a served answer: a body of frames.
-MESSAGES_CONTENT_TYPE: Final = "application/vnd.diverge.messages"
 
 #: What a notification may be given as: an object, a mapping, or raw JSON bytes.
 NotificationLike = Notification | Mapping[str, Any] | bytes | bytearray | memoryview
-_CHANNEL_MAX: Final = 64
-# Room left for the counter: 10**20 ids per server is more than any server
-# mints, so minting never runs out for a valid prefix and start.
-_COUNTER_DIGITS: Final = 20
-_CHANNEL_PREFIX_MAX: Final = _CHANNEL_MAX - _COUNTER_DIGITS
-_CHANNEL_RE: Final = re.compile(r"[A-Za-z0-9_-]*\Z")
-_TOKEN_RE: Final = re.compile(r"[\x21-\x7e]+\Z")
-
-
-def check_token(token: str | None) -> None:
-    """Raise :class:`ValueError` unless ``token`` is ``None`` or a usable bearer token.
-
-    A usable token is one or more visible ASCII characters: what the server
-    compares and what the proxy can send, so both sides refuse the same
-    tokens when they are built.
-    """
-    if token is not None and (not isinstance(token, str) or _TOKEN_RE.match(token) is None):
-        raise ValueError("a token is one or more visible ASCII characters")
-
-
-# --- channel ids ---------------------------------------------------------------
-
-
-class ChannelIds:
-    """Mints channel ids: ``prefix`` followed by a counter (``c1``, ``c2``, ...).
-
-    Share one instance between every :class:`ServerConnection` of a server
-    so that ids are unique per server. A channel id is 1-64 characters of
-    ``A-Z a-z 0-9 - _``; the prefix is checked against that alphabet and may
-    be empty.
-    """
-
-    __slots__ = ("_next", "_prefix")
-
-    def __init__(self, prefix: str = "c", *, start: int = 1) -> None:
-        if not isinstance(prefix, str) or _CHANNEL_RE.match(prefix) is None:
-            raise ValueError(f"a channel prefix uses only A-Z a-z 0-9 - _, not {prefix!r}")
-        if len(prefix) > _CHANNEL_PREFIX_MAX:
-            raise ValueError(
-                f"a channel prefix is at most {_CHANNEL_PREFIX_MAX} characters, so that "
-                f"{_COUNTER_DIGITS} digits of counter still fit in {_CHANNEL_MAX}"
-            )
-        if not 0 <= start < 10 ** (_COUNTER_DIGITS - 1):
-            raise ValueError(f"start must be from 0 to 10**{_COUNTER_DIGITS - 1} - 1")
-        self._prefix = prefix
-        self._next = start
-
-    @property
-    def prefix(self) -> str:
-        """The prefix every id starts with."""
-        return self._prefix
-
-    def mint(self) -> str:
-        """A channel id this instance has not returned before."""
-        channel = f"{self._prefix}{self._next}"
-        if len(channel) > _CHANNEL_MAX:
-            raise LocalProtocolError("channel ids are exhausted: the id would exceed 64 characters")
-        self._next += 1
-        return channel
-
-
-# --- events --------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class NotificationsAsked(Event):
-    """A valid kind-4 ask arrived; write the path (``start_path`` ...) or ``decline``."""
-
-    channel: str
-
-
-@attrs.frozen(kw_only=True)
-class ExchangeAsked(Event):
-    """A valid kind 0-3 ask arrived; ``answer``, ``answer_error`` or ``decline`` it."""
-
-    ask: Ask
-    channel: str
-
-
-@attrs.frozen(kw_only=True)
-class AskRefused(Event):
-    """The request was not a valid ask.
-
-    The HTTP error response (``status``, a short ``text/plain`` body saying
-    ``reason``, ``Connection: close``) is already queued in
-    :meth:`ServerConnection.data_to_send`; send it, then close the connection.
-    """
-
-    status: int
-    reason: str
-
-
-@attrs.frozen(kw_only=True)
-class ConnectionClosed(Event):
-    """The connection is over: the peer closed it, or this side's answer is complete.
-
-    Send what is left (``data_to_send()`` and any bytes a write returned),
-    then close the socket. Produced exactly once per connection.
-    """
-
-
 # --- the transition table ------------------------------------------------------
 
 
@@ -343,62 +247,15 @@ def _check_payload(json: bytes, limit: int) -> None:
         )
 
 
-_pack_length: Final = struct.Struct(">I").pack
-
-
 def _chunk_of_one(tag: bytes, json: bytes) -> bytes:
     # One HTTP chunk holding one frame, built in a single formatting step:
     # chunk size line, 4-byte length, tag, JSON, chunk end.
     payload = len(json) + 1
-    return b"%x\r\n%b%b%b\r\n" % (payload + 4, _pack_length(payload), tag, json)
+    return b"%x\r\n%b%b%b\r\n" % (payload + 4, pack_length(payload), tag, json)
 
 
-_END: Final = b"0\r\n\r\n"
-_KEEPALIVE_CHUNK: Final = b"4\r\n" + KEEPALIVE_FRAME + b"\r\n"
-_CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 _NOTIFICATION_TAG: Final = b"\x00"
 _ERROR_TAG: Final = b"\x01"
-
-
-def _answer_head(location: str) -> bytes:
-    return (
-        "HTTP/1.1 200 OK\r\n"
-        f"Content-Type: {MESSAGES_CONTENT_TYPE}\r\n"
-        f"Content-Location: {location}\r\n"
-        "Cache-Control: no-store\r\n"
-        "Transfer-Encoding: chunked\r\n"
-        "Connection: close\r\n"
-        "\r\n"
-    ).encode("ascii")
-
-
-_PHRASES: Final[Mapping[int, str]] = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Content Too Large",
-    431: "Request Header Fields Too Large",
-    501: "Not Implemented",
-    503: "Service Unavailable",
-    505: "HTTP Version Not Supported",
-}
-
-
-def _refusal_response(
-    status: int, reason: str, *, extra: Iterable[tuple[str, str]] = (), head_only: bool = False
-) -> bytes:
-    phrase = _PHRASES.get(status, "Error")
-    body = f"{status} {phrase}: {reason}\n".encode()
-    lines = [
-        f"HTTP/1.1 {status} {phrase}",
-        "Content-Type: text/plain; charset=utf-8",
-        f"Content-Length: {len(body)}",
-        "Connection: close",
-        *(f"{name}: {value}" for name, value in extra),
-    ]
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
-    return head if head_only else head + body
 
 
 def _shorten(text: str, limit: int = 200) -> str:
@@ -413,8 +270,6 @@ class _Reading(enum.Enum):
     HTTP = "http"  # the head is complete; h11 parses head and body
     OVER = "over"  # the request was read (or refused); further bytes are discarded
 
-
-_HEAD_END: Final = re.compile(rb"\n\r?\n")
 
 _REASON_NOT_FOUND: Final = "this server answers only POST {path}"
 _REASON_METHOD: Final = "{path} takes POST only"
@@ -611,7 +466,7 @@ class ServerConnection:
             return
         limit = self._max_head_size
         end = min(len(buffer), limit)
-        match = _HEAD_END.search(buffer, max(0, self._scanned - 2), end)
+        match = HEAD_END.search(buffer, max(0, self._scanned - 2), end)
         if match is None:
             self._scanned = end
             if len(buffer) >= limit:
@@ -670,7 +525,7 @@ class ServerConnection:
         self._request_seen = True
         method = request.method
         self._head_request = method == b"HEAD"
-        if _target_path(request.target) != self._ask_path_bytes:
+        if target_path(request.target) != self._ask_path_bytes:
             self._refuse(404, _REASON_NOT_FOUND.format(path=self._ask_path))
             return
         if method != b"POST":
@@ -696,7 +551,7 @@ class ServerConnection:
             self._refuse(413, _REASON_TOO_LARGE.format(limit=self._max_ask_size))
             return
         if expect_continue:
-            self._outgoing += _CONTINUE
+            self._outgoing += CONTINUE_RESPONSE
 
     def _authorized(self, authorizations: list[bytes]) -> bool:
         assert self._token is not None
@@ -738,7 +593,7 @@ class ServerConnection:
         self._buffer = bytearray()
         self._body = bytearray()
         self._state = ServerState.REFUSED
-        self._outgoing += _refusal_response(
+        self._outgoing += refusal_response(
             status, reason, extra=extra, head_only=self._head_request
         )
         self._events.append(AskRefused(status=status, reason=reason))
@@ -773,7 +628,7 @@ class ServerConnection:
     def start_path(self) -> bytes:
         """The 200 head that opens the path, after :class:`NotificationsAsked`."""
         state = self._next_state(ServerInput.START_PATH)
-        head = _answer_head(self._location())
+        head = answer_head(self._location())
         self._enter(state)
         return head
 
@@ -800,7 +655,7 @@ class ServerConnection:
         if payload > self._max_frame_size:
             _check_payload(json, self._max_frame_size)
         self._state = following
-        return b"%x\r\n%b\x00%b\r\n" % (payload + 4, _pack_length(payload), json)
+        return b"%x\r\n%b\x00%b\r\n" % (payload + 4, pack_length(payload), json)
 
     def send_notifications(self, notifications: Iterable[NotificationLike]) -> bytes:
         """Several notifications, one frame each, in ONE HTTP chunk.
@@ -819,7 +674,7 @@ class ServerConnection:
             payload = len(json) + 1
             if payload > limit:
                 _check_payload(json, limit)
-            parts.append(_pack_length(payload) + _NOTIFICATION_TAG)
+            parts.append(pack_length(payload) + _NOTIFICATION_TAG)
             parts.append(json)
             size += payload + 4
         if size == 0:
@@ -832,7 +687,7 @@ class ServerConnection:
     def send_keepalive(self) -> bytes:
         """A keep-alive frame (a zero length), so that an idle path survives."""
         self._enter(self._next_state(ServerInput.KEEPALIVE))
-        return _KEEPALIVE_CHUNK
+        return KEEPALIVE_CHUNK
 
     def send_error(self, error: ErrorData) -> bytes:
         """The error message, then the clean end: the path is over."""
@@ -840,17 +695,17 @@ class ServerConnection:
         json = _error_json(error)
         _check_payload(json, self._max_frame_size)
         self._enter(state)
-        return _chunk_of_one(_ERROR_TAG, json) + _END
+        return _chunk_of_one(_ERROR_TAG, json) + LAST_CHUNK
 
     def end_path(self) -> bytes:
         """The clean end of the path (with no message before it: not served)."""
         self._enter(self._next_state(ServerInput.END))
-        return _END
+        return LAST_CHUNK
 
     def decline(self) -> bytes:
         """Not served: the 200 head (unless already written) and a clean, empty end."""
         state = self._next_state(ServerInput.DECLINE)
-        data = _END if self.path_open else _answer_head(self._location()) + _END
+        data = LAST_CHUNK if self.path_open else answer_head(self._location()) + LAST_CHUNK
         self._enter(state)
         return data
 
@@ -866,7 +721,7 @@ class ServerConnection:
         state = self._next_state(ServerInput.ANSWER)
         json = _result_json(result)
         _check_payload(json, self._max_frame_size)
-        data = _answer_head(self._location()) + _chunk_of_one(_NOTIFICATION_TAG, json) + _END
+        data = answer_head(self._location()) + _chunk_of_one(_NOTIFICATION_TAG, json) + LAST_CHUNK
         self._enter(state)
         return data
 
@@ -875,7 +730,7 @@ class ServerConnection:
         state = self._next_state(ServerInput.ANSWER)
         json = _error_json(error)
         _check_payload(json, self._max_frame_size)
-        data = _answer_head(self._location()) + _chunk_of_one(_ERROR_TAG, json) + _END
+        data = answer_head(self._location()) + _chunk_of_one(_ERROR_TAG, json) + LAST_CHUNK
         self._enter(state)
         return data
 
@@ -884,19 +739,6 @@ def _error_json(error: ErrorData) -> bytes:
     if not isinstance(error, ErrorData):
         raise TypeError(f"expected an ErrorData, not {type(error).__name__}")
     return error.to_bytes()
-
-
-def _target_path(target: bytes) -> bytes:
-    """The path of a request target (origin form or absolute form), without the query."""
-    if target.startswith(b"/"):
-        return target.partition(b"?")[0]
-    scheme, separator, rest = target.partition(b"://")
-    if separator and scheme.lower() in (b"http", b"https"):
-        path_start = rest.find(b"/")
-        if path_start < 0:
-            return b"/"
-        return rest[path_start:].partition(b"?")[0]
-    return target
 
 
 # --- the payload-level writer ----------------------------------------------------

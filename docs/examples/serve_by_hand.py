@@ -18,15 +18,16 @@ import threading
 import time
 
 from diverge_notifications.sansio import NEED_DATA, Hub, Notification, ProxyConnection
-from diverge_notifications.sansio.events import ReaskNeeded, StreamOpened
-from diverge_notifications.sansio.server import (
+from diverge_notifications.sansio.events import (
     AskRefused,
-    ChannelIds,
     ConnectionClosed,
     ExchangeAsked,
     NotificationsAsked,
-    ServerConnection,
+    ReaskNeeded,
+    StreamOpened,
 )
+from diverge_notifications.sansio.http import ChannelIds
+from diverge_notifications.sansio.server import ServerConnection
 
 
 def serve_connection(
