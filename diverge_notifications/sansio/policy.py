@@ -1,11 +1,12 @@
 """The proxy policy: when to ask for notifications, and when to ask again.
 
-Seed 000 says the proxy asks for notifications after its first exchange of
-kinds 0-3, keeps exactly one such ask open, and asks again whenever a path
-ends. This module decides *when*; it never waits, reads a clock or draws a
-random number. The caller passes ``now`` (any monotonic clock, in seconds)
-and a uniform random float in ``[0, 1)``, and gets back the time of the next
-ask.
+The Diverge 2.3.0 specification page for kind 4 of the provider protocol
+(``/mcp/notifications/{channel}``) says the proxy asks for notifications
+after its first exchange of kinds 0-3, keeps exactly one such ask open, and
+asks again whenever a path ends. This module decides *when*; it never
+waits, reads a clock or draws a random number. The caller passes ``now``
+(any monotonic clock, in seconds) and a uniform random float in ``[0, 1)``,
+and gets back the time of the next ask.
 
 The delay before a re-ask is exponential backoff with full jitter::
 
@@ -20,14 +21,18 @@ instead of making the proxy reconnect in a tight loop, and the optional
 :class:`AttemptsExhausted` event rather than giving up silently.
 
 The states and what moves between them are one table,
-:data:`POLICY_TRANSITIONS`.
+:data:`POLICY_TRANSITIONS`, and the table decides: every call looks its
+``(state, input)`` pair up, refuses it when the pair is missing, and
+otherwise runs the handler of the outcome it finds there (``_HANDLERS``,
+one per :class:`PolicyOutcome`), so an entry changed in the table changes
+what the policy does.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import attrs
@@ -175,7 +180,12 @@ class PolicyInput(enum.Enum):
 
 
 class PolicyOutcome(enum.Enum):
-    """What a transition does besides changing the state."""
+    """What a transition does besides changing the state.
+
+    Each member has one handler in ``_HANDLERS``. The three that answer
+    ``ask_ended()`` also forget the path that ended (its opening time and
+    its deliveries), so the next path starts from nothing.
+    """
 
     NOTHING = "-"
     NOTE_OPEN = "opening time noted"
@@ -194,8 +204,9 @@ _LOCKED, _IDLE, _ASKING, _OPEN, _EXHAUSTED = (
 )
 
 #: (state, input) -> (next state, outcome). A pair that is not in the table
-#: is a mistake of the caller and raises :class:`LocalProtocolError`; so does
-#: ``ask_started()`` in ``IDLE`` before ``ask_at()``.
+#: is a mistake of the caller and raises :class:`LocalProtocolError`. Where
+#: the table allows ``ask_started()``, ``ask_at()`` is the earliest time it
+#: may come; before that it raises :class:`LocalProtocolError` too.
 POLICY_TRANSITIONS: Final[
     Mapping[tuple[PolicyState, PolicyInput], tuple[PolicyState, PolicyOutcome]]
 ] = {
@@ -239,7 +250,7 @@ def _refusal(state: PolicyState, what: PolicyInput) -> str:
 
 
 class ProxyPolicy:
-    """Decides when the proxy asks for notifications (seed 000), time passed in.
+    """Decides when the proxy asks for notifications (kind 4), time passed in.
 
     Drive it with what happens: :meth:`exchange_completed` after each
     exchange of kinds 0-3 (the first one unlocks asking unless
@@ -350,17 +361,18 @@ class ProxyPolicy:
     def ask_at(self) -> float | None:
         """The earliest ``now`` at which the next ask may start.
 
-        ``0.0`` before the first ask (at once); ``None`` while locked on the
-        first exchange, while an ask is open, and after exhaustion.
+        ``0.0`` before the first ask (at once); ``None`` where the table
+        allows no ask: while locked on the first exchange, while an ask is
+        open, and after exhaustion.
         """
-        if self._state is PolicyState.IDLE:
+        if self._may_ask():
             return self._ask_at
         return None
 
     def can_ask(self, now: float) -> bool:
         """Whether :meth:`ask_started` would be accepted at ``now``."""
         moment = _check_time("now", now)
-        return self._state is PolicyState.IDLE and moment >= self._ask_at
+        return self._may_ask() and moment >= self._ask_at
 
     # -- what the caller reports ----------------------------------------------
 
@@ -374,26 +386,19 @@ class ProxyPolicy:
         Raises :class:`LocalProtocolError` unless :meth:`can_ask` is true.
         """
         moment = self._moment(now)
-        if self._state is PolicyState.IDLE and moment < self._ask_at:
+        if self._may_ask() and moment < self._ask_at:
             raise LocalProtocolError(
                 f"the next notification ask may start at {self._ask_at!r}, not at {moment!r}"
             )
-        self._apply(PolicyInput.ASK_STARTED)
-        self._last_now = moment
-        self._opened_at = None
-        self._delivered = 0
+        self._apply(PolicyInput.ASK_STARTED, moment)
 
     def path_opened(self, now: float) -> None:
         """The server opened the path (``StreamOpened``) at ``now``."""
-        moment = self._moment(now)
-        self._apply(PolicyInput.PATH_OPENED)
-        self._last_now = moment
-        self._opened_at = moment
+        self._apply(PolicyInput.PATH_OPENED, self._moment(now))
 
     def notification_received(self) -> None:
         """A notification arrived on the open path."""
         self._apply(PolicyInput.NOTIFICATION)
-        self._delivered += 1
 
     def ask_ended(self, now: float, random: float) -> RetryScheduled | AttemptsExhausted:
         """The ask is over at ``now``: its path ended, or no connection was made.
@@ -404,52 +409,142 @@ class ProxyPolicy:
         """
         moment = self._moment(now)
         draw = _check_random(random)
-        if self._state not in (PolicyState.ASKING, PolicyState.OPEN):
-            raise LocalProtocolError(_refusal(self._state, PolicyInput.UNHEALTHY_END))
-        if self._healthy(moment):
-            what = PolicyInput.HEALTHY_END
-        elif self._max_attempts is not None and self._failures + 1 >= self._max_attempts:
-            what = PolicyInput.LAST_END
-        else:
-            what = PolicyInput.UNHEALTHY_END
-        outcome = self._apply(what)
-        self._last_now = moment
-        self._opened_at = None
-        self._delivered = 0
-        if outcome is PolicyOutcome.GIVE_UP:
-            self._failures += 1
-            return AttemptsExhausted(attempts=self._failures)
-        if outcome is PolicyOutcome.RETRY_RESET:
-            self._failures = 0
-        else:
-            assert outcome is PolicyOutcome.RETRY_COUNTED
-            self._failures += 1
-        delay = self._backoff.delay(self._failures, draw)
-        self._ask_at = moment + delay
-        return RetryScheduled(delay=delay, attempt=self._failures + 1)
+        what = self._end_input(moment)
+        answer = self._apply(what, moment, draw)
+        if answer is None:
+            raise ValueError(
+                f"POLICY_TRANSITIONS answers {what.value!r} in state {self._state.name}"
+                " with an outcome that neither schedules a retry nor gives up"
+            )
+        return answer
 
     # -- internals ------------------------------------------------------------
 
-    def _healthy(self, now: float) -> bool:
-        if self._state is not PolicyState.OPEN or self._opened_at is None:
-            return False
-        return self._delivered > 0 or now - self._opened_at >= self._healthy_after
+    def _may_ask(self) -> bool:
+        """Whether the table allows an ask in the current state."""
+        return (self._state, PolicyInput.ASK_STARTED) in POLICY_TRANSITIONS
+
+    def _end_input(self, now: float) -> PolicyInput:
+        """Which of the three ``ask_ended()`` inputs an end at ``now`` is.
+
+        Healthy when the path was noted open and delivered a notification or
+        stayed open for ``healthy_after`` seconds; a path never noted open
+        (the ask was refused, not served, or found no server) is not.
+        """
+        opened_at = self._opened_at
+        if opened_at is not None and (
+            self._delivered > 0 or now - opened_at >= self._healthy_after
+        ):
+            return PolicyInput.HEALTHY_END
+        if self._max_attempts is not None and self._failures + 1 >= self._max_attempts:
+            return PolicyInput.LAST_END
+        return PolicyInput.UNHEALTHY_END
 
     def _moment(self, now: object) -> float:
         """Validate ``now``: a time, and not before one already accepted.
 
-        The caller remembers it only once the call succeeded, so a refused
-        call changes nothing.
+        It is remembered only once the call succeeded (in :meth:`_apply`),
+        so a refused call changes nothing.
         """
         moment = _check_time("now", now)
         if self._last_now is not None and moment < self._last_now:
             raise ValueError(f"now went back from {self._last_now!r} to {moment!r}")
         return moment
 
-    def _apply(self, what: PolicyInput) -> PolicyOutcome:
+    def _apply(
+        self, what: PolicyInput, moment: float | None = None, draw: float | None = None
+    ) -> _Answer:
+        """Look ``(state, what)`` up in the table, run its outcome, move on.
+
+        ``moment`` and ``draw`` are the call's time and random draw, for the
+        calls that pass them.
+        """
         try:
-            state, outcome = POLICY_TRANSITIONS[(self._state, what)]
+            following, outcome = POLICY_TRANSITIONS[(self._state, what)]
         except KeyError:
             raise LocalProtocolError(_refusal(self._state, what)) from None
-        self._state = state
-        return outcome
+        answer = _HANDLERS[outcome](self, _Call(what, outcome, moment, draw))
+        self._state = following
+        if moment is not None:
+            self._last_now = moment
+        return answer
+
+    # -- the outcomes' handlers: one per PolicyOutcome -------------------------
+
+    def _do_nothing(self, call: _Call) -> _Answer:
+        return None
+
+    def _note_open(self, call: _Call) -> _Answer:
+        self._opened_at = call.time()
+        return None
+
+    def _note_delivery(self, call: _Call) -> _Answer:
+        self._delivered += 1
+        return None
+
+    def _retry_reset(self, call: _Call) -> _Answer:
+        self._failures = 0
+        return self._schedule(call)
+
+    def _retry_counted(self, call: _Call) -> _Answer:
+        self._failures += 1
+        return self._schedule(call)
+
+    def _give_up(self, call: _Call) -> _Answer:
+        self._failures += 1
+        self._forget_path()
+        return AttemptsExhausted(attempts=self._failures)
+
+    def _schedule(self, call: _Call) -> RetryScheduled:
+        """The next ask after ``failures`` consecutive unhealthy ends."""
+        delay = self._backoff.delay(self._failures, call.random())
+        self._ask_at = call.time() + delay
+        self._forget_path()
+        return RetryScheduled(delay=delay, attempt=self._failures + 1)
+
+    def _forget_path(self) -> None:
+        self._opened_at = None
+        self._delivered = 0
+
+
+#: What a transition hands back: ``ask_ended()``'s answer, or nothing.
+_Answer = RetryScheduled | AttemptsExhausted | None
+
+
+@attrs.frozen
+class _Call:
+    """One call as a handler sees it: its input, the outcome, its time and draw."""
+
+    what: PolicyInput
+    outcome: PolicyOutcome
+    moment: float | None
+    draw: float | None
+
+    def time(self) -> float:
+        """The call's time; a table giving this outcome to an untimed call is broken."""
+        if self.moment is None:
+            raise ValueError(self._mismatch("a time"))
+        return self.moment
+
+    def random(self) -> float:
+        """The call's random draw (only ``ask_ended()`` passes one)."""
+        if self.draw is None:
+            raise ValueError(self._mismatch("a random draw"))
+        return self.draw
+
+    def _mismatch(self, needed: str) -> str:
+        return (
+            f"POLICY_TRANSITIONS gives {self.what.value!r} the outcome {self.outcome.name},"
+            f" which needs {needed} that call does not pass"
+        )
+
+
+#: The dispatch: what each outcome of :data:`POLICY_TRANSITIONS` does.
+_HANDLERS: Final[Mapping[PolicyOutcome, Callable[[ProxyPolicy, _Call], _Answer]]] = {
+    PolicyOutcome.NOTHING: ProxyPolicy._do_nothing,
+    PolicyOutcome.NOTE_OPEN: ProxyPolicy._note_open,
+    PolicyOutcome.NOTE_DELIVERY: ProxyPolicy._note_delivery,
+    PolicyOutcome.RETRY_RESET: ProxyPolicy._retry_reset,
+    PolicyOutcome.RETRY_COUNTED: ProxyPolicy._retry_counted,
+    PolicyOutcome.GIVE_UP: ProxyPolicy._give_up,
+}
