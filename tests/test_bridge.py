@@ -47,7 +47,6 @@ from diverge_notifications.bridge import (
     run_bridge,
 )
 from diverge_notifications.bridge._core import _Bridge
-from diverge_notifications.bridge._stdio import LineSplitter
 from diverge_notifications.examples.mcp_server import (
     CLOCK_URI,
     LEVELS,
@@ -70,6 +69,7 @@ from diverge_notifications.sansio import (
     StreamOpened,
 )
 from diverge_notifications.sansio.events import NotServed
+from diverge_notifications.sansio.lines import PlainLineSplitter as LineSplitter
 
 pytestmark = pytest.mark.filterwarnings(
     # The example server sends log messages the 2025-11-25 way on purpose.

@@ -45,7 +45,6 @@ from interop import (
 )
 
 import diverge_notifications.adapters.asyncio as asyncio_adapter
-from diverge_notifications._terminal import LEVEL_STYLES, HumanView, color_wanted
 from diverge_notifications.cli import (
     EXIT_BROKEN,
     EXIT_ERRORED,
@@ -53,11 +52,11 @@ from diverge_notifications.cli import (
     EXIT_OK,
     EXIT_USAGE,
     MCP_MISSING_MESSAGE,
-    LineSplitter,
     event_record,
     main,
     notification_line,
 )
+from diverge_notifications.cli.terminal import LEVEL_STYLES, HumanView, color_wanted
 from diverge_notifications.sansio import (
     AttemptsExhausted,
     ErrorData,
@@ -77,6 +76,7 @@ from diverge_notifications.sansio import (
     encode_message,
 )
 from diverge_notifications.sansio.events import ConnectionFailed, RetryScheduled
+from diverge_notifications.sansio.lines import LineSplitter
 
 PUBLISHED = [
     b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1,"total":2}}',
@@ -167,6 +167,28 @@ def test_bad_stdin_lines_are_reported_and_skipped() -> None:
     ]
     assert b"method" in reports[2]
     assert all(line.endswith(b"skipped") for line in reports)
+
+
+def _sized_notification(size: int) -> bytes:
+    head, tail = b'{"method":"x/big","params":{"pad":"', b'"}}'
+    return head + b"a" * (size - len(head) - len(tail)) + tail
+
+
+def test_serve_stdin_keeps_a_line_whose_frame_fits_the_frame_limit() -> None:
+    # 16 MiB - 1 bytes and the tag byte make a frame of the limit; one byte more does not fit.
+    longest = _sized_notification(16 * 1024 * 1024 - 1)
+    serve = ServeProcess("--stdin")
+    with serve, ListenProcess(serve.url, "--once", "--events") as listen:
+        listen.wait_for_event("StreamOpened")
+        serve.send_line(_sized_notification(16 * 1024 * 1024))
+        serve.send_line(longest)
+        assert listen.stdout is not None
+        listen.stdout.wait_for_count(1)
+        assert serve.interrupt() == EXIT_OK
+        assert listen.wait() == EXIT_OK
+        assert listen.notification_lines() == [longest]
+    reports = [line for line in serve.stderr.lines if line.startswith(b"line ")]
+    assert reports == [b"line 1: longer than 16777215 bytes, skipped"]
 
 
 def test_listen_with_token_and_refusal() -> None:
@@ -384,8 +406,8 @@ def test_serve_exits_1_when_the_mcp_bridge_fails() -> None:
 def test_core_commands_import_neither_mcp_nor_trio() -> None:
     probe = (
         "import sys\n"
-        "import diverge_notifications.cli, diverge_notifications.demo\n"
-        "import diverge_notifications._terminal, diverge_notifications.adapters.asyncio\n"
+        "import diverge_notifications.cli, diverge_notifications.cli.demo\n"
+        "import diverge_notifications.cli.terminal, diverge_notifications.adapters.asyncio\n"
         "print(sorted(m for m in ('mcp', 'trio') if m in sys.modules))\n"
     )
     result = run_cli([sys.executable, "-c", probe], check=True)

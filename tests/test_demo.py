@@ -28,7 +28,7 @@ from interop import (
 )
 
 from diverge_notifications.cli import EXIT_OK, EXIT_USAGE, main
-from diverge_notifications.demo import MCP_MISSING_MESSAGE, run_demo, scripted_notifications
+from diverge_notifications.cli.demo import MCP_MISSING_MESSAGE, run_demo, scripted_notifications
 
 # The demo stops itself after DEMO_TIMEOUT; this only guards against a hang.
 DEMO_GUARD = 3 * HANG_GUARD

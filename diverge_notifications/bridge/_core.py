@@ -22,11 +22,12 @@ from .. import __version__
 from ..sansio._errors import FrameError
 from ..sansio.events import AttemptsExhausted, Event
 from ..sansio.hub import Hub
+from ..sansio.lines import DEFAULT_MAX_LINE_SIZE
 from ..sansio.mcp import LogLevel, Notification
 from ..sansio.policy import ProxyPolicy
 from ._http import http_transport
 from ._link import Link
-from ._stdio import DEFAULT_MAX_LINE_SIZE, stdio_transport
+from ._stdio import stdio_transport
 
 __all__ = [
     "BridgeExhausted",

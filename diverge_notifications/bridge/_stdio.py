@@ -24,14 +24,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, PlainLineSplitter
 from ._link import Link
 
-__all__ = ["DEFAULT_MAX_LINE_SIZE", "LineSplitter", "stdio_transport"]
+__all__ = ["stdio_transport"]
 
 logger = logging.getLogger("diverge_notifications.bridge")
-
-#: The longest line (one JSON-RPC message) read from a server, in bytes.
-DEFAULT_MAX_LINE_SIZE = 16 * 1024 * 1024
 
 #: Seconds the server gets to exit on its own after its input is closed.
 _EXIT_GRACE = 2.0
@@ -40,55 +38,8 @@ _KILL_GRACE = 2.0
 _POLL = 0.01
 
 
-class LineSplitter:
-    """Newline-delimited lines from a byte stream arriving in pieces.
-
-    Linear in the input however it is split: the search for a newline
-    resumes where the last one stopped. A line longer than ``max_size``
-    bytes is dropped (counted in :attr:`dropped`) up to its newline, so a
-    server cannot make the bridge buffer without bound.
-    """
-
-    def __init__(self, max_size: int = DEFAULT_MAX_LINE_SIZE) -> None:
-        if max_size < 1:
-            raise ValueError(f"max_size must be positive, got {max_size!r}")
-        self._max_size = max_size
-        self._buffer = bytearray()
-        self._scanned = 0
-        self._skipping = False
-        self.dropped = 0
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """Add ``data``; return the lines it completed, without their ``\\n``."""
-        buffer = self._buffer
-        buffer += data
-        lines: list[bytes] = []
-        start = 0
-        while True:
-            end = buffer.find(b"\n", max(start, self._scanned))
-            if end < 0:
-                break
-            if self._skipping:
-                self._skipping = False  # the end of a line already counted as dropped
-            elif end - start > self._max_size:
-                self._drop()
-            else:
-                lines.append(bytes(buffer[start:end]))
-            start = end + 1
-        if start:
-            del buffer[:start]
-        self._scanned = len(buffer)
-        if len(buffer) > self._max_size:
-            if not self._skipping:
-                self._drop()
-                self._skipping = True
-            buffer.clear()
-            self._scanned = 0
-        return lines
-
-    def _drop(self) -> None:
-        self.dropped += 1
-        logger.warning("dropped a message longer than %d bytes from the MCP server", self._max_size)
+def _dropped(max_size: int) -> None:
+    logger.warning("dropped a message longer than %d bytes from the MCP server", max_size)
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -140,7 +91,7 @@ async def stdio_transport(
 
     async def read_stdout() -> None:
         assert process.stdout is not None
-        lines = LineSplitter(max_line_size)
+        lines = PlainLineSplitter(max_line_size, on_drop=lambda: _dropped(max_line_size))
         try:
             async with read_send:
                 async for chunk in process.stdout:

@@ -20,7 +20,7 @@ from typing import IO, Any, Final
 
 import attrs
 
-from .sansio import (
+from ..sansio import (
     AttemptsExhausted,
     Cancelled,
     ElicitationComplete,
@@ -42,7 +42,7 @@ from .sansio import (
     SubscriptionsAcknowledged,
     TaskStatus,
 )
-from .sansio._json import dumps
+from ..sansio._json import dumps
 
 __all__ = ["LEVEL_STYLES", "HumanView", "color_wanted"]
 

@@ -1,0 +1,63 @@
+"""The command line: ``python -m diverge_notifications {demo,serve,listen}``.
+
+``listen URL`` prints each notification as one compact JSON line on standard
+output: the bytes the server sent with the whitespace between JSON tokens
+removed; with ``--events`` it also prints every event as one JSON line on
+standard error, and without it one plain line on standard error says why no
+path could be had (rate-limited). ``serve`` serves a hub until
+interrupted and can publish JSON lines read from standard input or relay an
+MCP server (the ``mcp`` extra). ``demo`` runs both in one process on a
+scripted MCP server's notifications. See ``docs/cli.md``.
+
+Exit statuses of ``listen --once``: 0 after ``StreamEnded`` or ``NotServed``,
+3 after ``StreamErrored``, 4 after ``StreamBroken``, 1 when no connection
+could be made; 2 for a usage error, for every command.
+
+One module per concern: :mod:`.parser` (the arguments), :mod:`.output`
+(event records, notification lines, the standard streams), :mod:`.running`
+(exit statuses, signals), one module per command (:mod:`.listen`,
+:mod:`.serve`, :mod:`.demo` with :mod:`.demo_parts` and :mod:`.demo_mcp`)
+and :mod:`.terminal` (the human view).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+
+from .demo import run_demo_command
+from .listen import run_listen, trouble_line
+from .output import compact_json, event_record, notification_line
+from .parser import build_parser, check_listen_url, check_token
+from .running import EXIT_BROKEN, EXIT_ERRORED, EXIT_NO_CONNECTION, EXIT_OK, EXIT_USAGE
+from .serve import MCP_MISSING_MESSAGE, run_serve
+
+__all__ = [
+    "EXIT_BROKEN",
+    "EXIT_ERRORED",
+    "EXIT_NO_CONNECTION",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "MCP_MISSING_MESSAGE",
+    "build_parser",
+    "check_listen_url",
+    "check_token",
+    "compact_json",
+    "event_record",
+    "main",
+    "notification_line",
+    "trouble_line",
+]
+
+#: The function that runs each command with its parsed arguments.
+_RUNNERS: Mapping[str, Callable[[argparse.Namespace], int]] = {
+    "demo": run_demo_command,
+    "serve": run_serve,
+    "listen": run_listen,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    args = build_parser().parse_args(argv)
+    return _RUNNERS[args.command](args)

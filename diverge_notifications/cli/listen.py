@@ -1,0 +1,192 @@
+"""``listen URL``: ask a server for notifications and print them, asking again as paths end.
+
+Each notification is one compact JSON line on standard output; with
+``--events`` every event is also one JSON line on standard error, and
+without it one plain line on standard error says why no path could be had
+(:func:`trouble_line`, rate-limited). On a terminal, without ``--events``,
+the output is the human view instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ..sansio import (
+    AttemptsExhausted,
+    Event,
+    NotificationReceived,
+    NotServed,
+    StreamBroken,
+    StreamEnded,
+    StreamErrored,
+    StreamOpened,
+)
+from .output import (
+    closed_stdout,
+    event_record,
+    notification_line,
+    say,
+    silence_stdout,
+    stdout_is_a_terminal,
+    write_json_line,
+)
+from .parser import check_listen_url, check_token
+from .running import (
+    EXIT_BROKEN,
+    EXIT_ERRORED,
+    EXIT_NO_CONNECTION,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    UsageError,
+    aclose,
+    on_signals,
+)
+
+__all__ = ["run_listen", "trouble_line"]
+
+
+def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+
+
+_EXIT_BY_TERMINAL: Final[Mapping[type, int]] = {
+    StreamEnded: EXIT_OK,
+    NotServed: EXIT_OK,
+    StreamErrored: EXIT_ERRORED,
+    StreamBroken: EXIT_BROKEN,
+}
+
+
+def trouble_line(event: Event) -> str | None:
+    """What ``listen`` without ``--events`` says on standard error about ``event``, if anything.
+
+    Something is said when no path could be had or a path ended badly: a
+    failed connection, a refusal (a ``NotServed`` whose status is not
+    2xx), a server error, an abrupt end. Everything else says nothing.
+    """
+    from ..sansio.events import ConnectionFailed
+
+    if isinstance(event, ConnectionFailed):
+        return f"listen: could not connect: {event.reason}"
+    if isinstance(event, NotServed):
+        if event.status is None or 200 <= event.status < 300:
+            return None
+        return f"listen: not served ({event.status}): {event.reason}"
+    if isinstance(event, StreamErrored):
+        error = event.error
+        return f"listen: the server ended the path with error {error.code}: {error.message}"
+    if isinstance(event, StreamBroken):
+        return f"listen: the path broke: {event.reason}"
+    return None
+
+
+class _TroubleReporter:
+    """Says each :func:`trouble_line` once, until another one or a ``StreamOpened``."""
+
+    def __init__(self) -> None:
+        self._last: str | None = None
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, StreamOpened):
+            self._last = None
+            return
+        line = trouble_line(event)
+        if line is not None and line != self._last:
+            self._last = line
+            say(line)
+
+
+async def _listen(args: argparse.Namespace, *, human: bool) -> int:
+    from ..adapters.asyncio import listen
+    from ..sansio import LocalProtocolError, ProxyPolicy
+    from ..sansio.events import ConnectionFailed
+
+    view = None
+    stdout = None
+    if human:
+        from .terminal import HumanView
+
+        view = HumanView.for_stream(sys.stdout)
+    elif sys.stdout is not None:
+        stdout = sys.stdout.buffer
+    trouble = None if args.events or view is not None else _TroubleReporter()
+    once = args.once
+    status = EXIT_OK
+    task = asyncio.current_task()
+    assert task is not None
+    stream = listen(
+        args.url,
+        token=args.token,
+        events=True,
+        policy=ProxyPolicy(require_exchange=False),
+        keepalive_interval=args.keepalive,
+    )
+    started = False
+    try:
+        with on_signals(lambda: _cancel(task)):
+            try:
+                async for item in stream:
+                    started = True
+                    if not isinstance(item, Event):  # pragma: no cover - events=True yields events
+                        continue
+                    if args.events:
+                        write_json_line(event_record(item))
+                    elif trouble is not None:
+                        trouble.event(item)
+                    if view is not None:
+                        view.event(item)
+                    elif isinstance(item, NotificationReceived):
+                        if stdout is None:
+                            raise closed_stdout()
+                        stdout.write(notification_line(item.notification))
+                        stdout.flush()
+                    if once and type(item) in _EXIT_BY_TERMINAL:
+                        status = _EXIT_BY_TERMINAL[type(item)]
+                        break
+                    if (once and isinstance(item, ConnectionFailed)) or isinstance(
+                        item, AttemptsExhausted
+                    ):
+                        status = EXIT_NO_CONNECTION
+                        break
+            except (LocalProtocolError, ValueError) as error:
+                if started:
+                    raise
+                # The listener refused an argument up front (such as the token).
+                raise UsageError(str(error)) from None
+    except asyncio.CancelledError:
+        # Interrupted: a listener stopped on purpose has nothing to report.
+        status = EXIT_OK
+    finally:
+        await aclose(stream)
+        if view is not None:
+            view.close()
+    return status
+
+
+def run_listen(args: argparse.Namespace) -> int:
+    """Run ``listen`` with its parsed arguments; return the exit status."""
+    try:
+        check_listen_url(args.url)
+        if args.token is not None:
+            check_token(args.token, listening=True)
+    except ValueError as error:
+        say(f"{PROG} listen: error: {error}")
+        return EXIT_USAGE
+    human = not args.events and stdout_is_a_terminal()
+    try:
+        return asyncio.run(_listen(args, human=human))
+    except UsageError as error:
+        say(f"{PROG} listen: error: {error}")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader of standard output went away (``listen URL | head``),
+        # or there was none (``listen URL >&-``).
+        silence_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:  # pragma: no cover - a signal before the handlers were installed
+        return EXIT_OK

@@ -1,0 +1,80 @@
+"""What the commands share while they run: exit statuses, late usage errors, signals.
+
+Exit statuses of ``listen --once``: 0 after ``StreamEnded`` or ``NotServed``,
+3 after ``StreamErrored``, 4 after ``StreamBroken``, 1 when no connection
+could be made; 2 for a usage error, for every command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Final
+
+__all__ = [
+    "EXIT_BROKEN",
+    "EXIT_ERRORED",
+    "EXIT_NO_CONNECTION",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "PROG",
+    "UsageError",
+    "aclose",
+    "mcp_available",
+    "on_signals",
+]
+
+#: ``listen --once`` ended with ``StreamEnded`` or ``NotServed``; ``serve`` shut down cleanly.
+EXIT_OK: Final = 0
+#: No connection could be made (or the listener gave up), or ``serve`` could not run.
+EXIT_NO_CONNECTION: Final = 1
+#: A usage error: bad option, malformed URL, missing optional dependency.
+EXIT_USAGE: Final = 2
+#: ``listen --once`` ended with ``StreamErrored``.
+EXIT_ERRORED: Final = 3
+#: ``listen --once`` ended with ``StreamBroken``.
+EXIT_BROKEN: Final = 4
+
+#: How the command line names itself in usage and error messages.
+PROG: Final = "python -m diverge_notifications"
+
+
+class UsageError(Exception):
+    """A value of the command line turned out unusable once the command started."""
+
+
+def mcp_available() -> bool:
+    """Whether the ``mcp`` extra is installed."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def on_signals(callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback`` on SIGINT and SIGTERM while the block runs."""
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, callback)
+        except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover - not Unix
+            continue
+        installed.append(signum)
+    try:
+        yield
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+async def aclose(stream: AsyncIterator[Any]) -> None:
+    """Close an async generator (``listen``), whatever state it is in."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()
