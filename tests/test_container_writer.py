@@ -18,7 +18,7 @@ from diverge_notifications.sansio import (
     decode_message,
 )
 from diverge_notifications.sansio.events import NotificationReceived, StreamBroken
-from diverge_notifications.sansio.server import (
+from diverge_notifications.sansio.writer import (
     WRITER_TRANSITIONS,
     ContainerWriter,
     WriterInput,

@@ -65,7 +65,8 @@ from .messages import decode_message, encode_message
 from .policy import Backoff, PolicyState, ProxyPolicy
 from .proxy import AnswerState, ExchangeConnection, ProxyConnection, ProxyState
 from .sequence import PathState, Profile, SequenceMachine
-from .server import ContainerWriter, ServerConnection, ServerState, WriterState
+from .server import ServerConnection, ServerState
+from .writer import ContainerWriter, WriterState
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",

@@ -18,23 +18,30 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "KEEPALIVE",
     "KEEPALIVE_FRAME",
+    "LENGTH_FORMAT",
     "PREFIX_SIZE",
     "FrameDecoder",
     "FrameTooLarge",
     "OffsetBuffer",
     "encode_frame",
+    "pack_length",
 ]
 
 #: Largest frame accepted by default: 16 MiB.
 DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
+#: The length prefix as a :mod:`struct` format: 4 bytes, big-endian, unsigned.
+LENGTH_FORMAT: Final = ">I"
+_LENGTH: Final = struct.Struct(LENGTH_FORMAT)
 #: Size of the length prefix in bytes.
-PREFIX_SIZE: Final = 4
+PREFIX_SIZE: Final = _LENGTH.size
 _PREFIX: Final = PREFIX_SIZE
 _MAX_ENCODABLE: Final = 2**32 - 1
-_read_length = struct.Struct(">I").unpack_from
+_read_length = _LENGTH.unpack_from
+#: A frame's length prefix for a payload of so many bytes (at most 2**32 - 1).
+pack_length: Final = _LENGTH.pack
 
 #: The bytes of a keep-alive frame.
-KEEPALIVE_FRAME: Final = b"\x00\x00\x00\x00"
+KEEPALIVE_FRAME: Final = pack_length(0)
 
 
 class _Marker(enum.Enum):
@@ -72,7 +79,7 @@ def encode_frame(payload: bytes) -> bytes:
     """``payload`` with its 4-byte big-endian length in front."""
     if len(payload) > _MAX_ENCODABLE:
         raise LocalProtocolError(f"a frame holds at most {_MAX_ENCODABLE} bytes")
-    return len(payload).to_bytes(_PREFIX, "big") + payload
+    return pack_length(len(payload)) + payload
 
 
 class OffsetBuffer:

@@ -11,7 +11,6 @@ them, so the two sides cannot drift apart.
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -33,7 +32,6 @@ __all__ = [
     "channel_from_location",
     "check_token",
     "chunk",
-    "pack_length",
     "refusal_response",
     "target_path",
 ]
@@ -198,8 +196,6 @@ def refusal_response(
 
 # --- chunks --------------------------------------------------------------------
 
-#: A frame's 4-byte big-endian length prefix.
-pack_length: Final = struct.Struct(">I").pack
 #: The last chunk: the clean end of a chunked body.
 LAST_CHUNK: Final = b"0\r\n\r\n"
 #: One chunk holding one keep-alive frame.

@@ -3,23 +3,57 @@
 Tag ``0`` is a notification and tag ``1`` an error (``ErrorData``), the last
 message of a path. This is seed 000's ``Frame``; the name *message* is used
 here because *frame* is the length-prefixed unit on the byte stream.
+
+The tags are defined here once, as numbers and as the bytes that start a
+message; every writer (:func:`encode_message`, the server's chunks, the
+container writer) spells them with these names. :data:`pack_frame_head`
+gives the first bytes of the frame that holds one message, so that a writer
+that frames messages itself (the server, on its hot path) writes exactly
+what :func:`~.framing.encode_frame` of :func:`encode_message` would.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import struct
+from collections.abc import Mapping
+from typing import Any, Final
 
-from ._errors import FrameError, FrameErrorReason
+from ._errors import FrameError, FrameErrorReason, LocalProtocolError
+from .framing import LENGTH_FORMAT
 from .mcp import ErrorData, Notification
 
-__all__ = ["ERROR_TAG", "NOTIFICATION_TAG", "Message", "decode_message", "encode_message"]
+__all__ = [
+    "ERROR_TAG",
+    "ERROR_TAG_BYTE",
+    "NOTIFICATION_TAG",
+    "NOTIFICATION_TAG_BYTE",
+    "Message",
+    "NotificationLike",
+    "as_error",
+    "as_notification",
+    "decode_message",
+    "encode_message",
+    "pack_frame_head",
+]
 
 #: Tag of a message carrying a notification.
 NOTIFICATION_TAG: Final = 0
 #: Tag of a message carrying an error, the last message of a path.
 ERROR_TAG: Final = 1
+#: The byte that starts a notification's message.
+NOTIFICATION_TAG_BYTE: Final = bytes((NOTIFICATION_TAG,))
+#: The byte that starts an error's message.
+ERROR_TAG_BYTE: Final = bytes((ERROR_TAG,))
+
+#: ``pack_frame_head(payload_size, tag)``: the first bytes of the frame that
+#: holds one message, its length prefix (``payload_size`` counts the tag
+#: byte: the JSON's length plus one) and then the tag. The JSON follows.
+pack_frame_head: Final = struct.Struct(LENGTH_FORMAT + "B").pack
 
 Message = Notification | ErrorData
+
+#: What a notification may be given as to a writer: an object, a mapping, or raw JSON bytes.
+NotificationLike = Notification | Mapping[str, Any] | bytes | bytearray | memoryview
 
 
 def decode_message(data: bytes | bytearray | memoryview) -> Message:
@@ -58,7 +92,36 @@ def encode_message(message: Message) -> bytes:
     A message that was decoded is re-encoded from the bytes it came from.
     """
     if isinstance(message, Notification):
-        return b"\x00" + message.to_bytes()
+        return NOTIFICATION_TAG_BYTE + message.to_bytes()
     if isinstance(message, ErrorData):
-        return b"\x01" + message.to_bytes()
+        return ERROR_TAG_BYTE + message.to_bytes()
     raise TypeError(f"expected a Notification or ErrorData, not {type(message).__name__}")
+
+
+def as_notification(item: NotificationLike) -> Notification:
+    """``item`` as a :class:`Notification`, for a writer about to send it.
+
+    A :class:`Notification` is returned as it is; a mapping is encoded as
+    compact JSON; raw JSON bytes are checked to decode as a notification and
+    kept unchanged (its :meth:`~Notification.to_bytes` gives them back).
+    Raises :class:`LocalProtocolError` if ``item`` is not a notification and
+    :class:`TypeError` if it is none of these types: the caller's mistake,
+    not the peer's.
+    """
+    if isinstance(item, Notification):
+        return item
+    try:
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            return Notification.from_bytes(item)
+        if isinstance(item, Mapping):
+            return Notification.from_json(item)
+    except FrameError as error:
+        raise LocalProtocolError(f"not a notification: {error.detail}") from None
+    raise TypeError(f"expected a Notification, a mapping or JSON bytes, not {type(item).__name__}")
+
+
+def as_error(error: ErrorData) -> ErrorData:
+    """``error``, checked to be an :class:`ErrorData` (else :class:`TypeError`)."""
+    if not isinstance(error, ErrorData):
+        raise TypeError(f"expected an ErrorData, not {type(error).__name__}")
+    return error

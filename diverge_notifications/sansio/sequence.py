@@ -6,8 +6,11 @@ HTTP; the container protocol, which has no byte transport of its own in the
 seeds, drives it directly at payload level with :meth:`receive_payload`,
 :meth:`receive_finish` and :meth:`connection_lost`.
 
-The rules live in one table, :data:`TRANSITIONS`, keyed by profile, state
-and input; the documentation's state diagram is generated from it.
+The profile rules are written once, as a grammar (:data:`PROFILE_GRAMMAR`:
+per profile, which parts may follow which); the reader's table,
+:data:`TRANSITIONS`, keyed by profile, state and input, is derived from it,
+as are the server's and the container writer's. The reader does what its
+table says, and the documentation's state diagram is generated from it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,20 @@ from .events import (
 from .mcp import ErrorData, Notification
 from .messages import decode_message
 
-__all__ = ["TRANSITIONS", "Input", "Outcome", "PathState", "Profile", "SequenceMachine"]
+__all__ = [
+    "GRAMMAR_POINTS",
+    "PROFILE_GRAMMAR",
+    "TRANSITIONS",
+    "GrammarPoint",
+    "Input",
+    "Outcome",
+    "Part",
+    "PathState",
+    "Profile",
+    "SequenceMachine",
+    "allows",
+    "violates_profile",
+]
 
 
 class Profile(enum.Enum):
@@ -81,43 +97,115 @@ class Outcome(enum.Enum):
     BROKEN = "StreamBroken"
 
 
-_P, _C = Profile.PROVIDER, Profile.CONTAINER
-_E, _R, _D = PathState.EMPTY, PathState.RECEIVING, PathState.DONE
+class Part(enum.Enum):
+    """What a path carries, as the profile rules see it (keep-alives are not parts)."""
 
-#: (profile, state, input) -> (next state, outcome). Inputs in ``DONE`` are
-#: discarded and are not in the table.
+    #: A ``[0]`` message.
+    NOTIFICATION = "notification"
+    #: A ``[1]`` message.
+    ERROR = "error"
+    #: The clean end of the path.
+    FINISH = "finish"
+
+
+#: Where a path is in its profile's grammar: after nothing yet (``None``), or
+#: after the last part it carried (a notification or the error).
+GrammarPoint = Part | None
+
+_N, _ER, _F = Part.NOTIFICATION, Part.ERROR, Part.FINISH
+
+#: The profile rules (DESIGN §5), written once: for each profile, after what a
+#: path carried last (nothing yet, a notification, the error), the parts that
+#: may come next. The reader's :data:`TRANSITIONS`, the server's tables
+#: (:mod:`.server`) and the container writer's (:mod:`.writer`) are derived
+#: from it when they are imported.
+PROFILE_GRAMMAR: Final[Mapping[Profile, Mapping[GrammarPoint, tuple[Part, ...]]]] = {
+    # seed 000: [0]* then at most one [1], then the end
+    Profile.PROVIDER: {None: (_N, _ER, _F), _N: (_N, _ER, _F), _ER: (_F,)},
+    # seeds 001/003: [0]* and no finish while the connection lives, or one [1]
+    # first and then the finish (a finish with nothing before it: not served)
+    Profile.CONTAINER: {None: (_N, _ER, _F), _N: (_N,), _ER: (_F,)},
+}
+
+#: The points of the grammar, in the order a path passes them.
+GRAMMAR_POINTS: Final[tuple[GrammarPoint, ...]] = (None, _N, _ER)
+
+
+def allows(profile: Profile, after: GrammarPoint, part: Part) -> bool:
+    """Whether ``profile`` lets ``part`` come after ``after``."""
+    return part in PROFILE_GRAMMAR[profile][after]
+
+
+def violates_profile(profile: Profile, after: GrammarPoint, part: Part) -> bool:
+    """Whether ``part`` after ``after`` is refused by this profile's rules alone.
+
+    True when ``profile`` forbids it and another profile allows it: such a
+    refusal names the profile; one that every profile makes (say, a
+    notification after the error) is a plain out-of-order write.
+    """
+    return not allows(profile, after, part) and any(allows(other, after, part) for other in Profile)
+
+
+def _check_grammar() -> None:
+    # Every machine ends a path at its error (the reader reports it at once,
+    # the server writes the end with it), which is only right while nothing
+    # but the finish may follow an error.
+    for profile, rules in PROFILE_GRAMMAR.items():
+        if set(rules) != set(GRAMMAR_POINTS) or rules[_ER] != (_F,):
+            raise ValueError(f"the {profile.value} grammar must say what follows each point")
+
+
+_check_grammar()
+
+_E, _R, _D = PathState.EMPTY, PathState.RECEIVING, PathState.DONE
+#: The reader's live states, by the grammar point they stand for (an
+#: undecodable message counts as a message of unknown kind: it moves the path
+#: on as a notification does, and the reader reports it).
+_READER_POINTS: Final[Mapping[PathState, GrammarPoint]] = {_E: None, _R: _N}
+
+
+#: The reader's inputs that are parts of the grammar.
+_READER_PARTS: Final[Mapping[Input, Part]] = {
+    Input.NOTIFICATION: _N,
+    Input.ERROR: _ER,
+    Input.FINISH: _F,
+}
+
+
+def _reader_row(profile: Profile, state: PathState, what: Input) -> tuple[PathState, Outcome]:
+    """One row of :data:`TRANSITIONS`, as the grammar has it."""
+    if what is Input.REJECTED:
+        return _R, Outcome.REJECTED
+    if what is Input.LOST:
+        return _D, Outcome.BROKEN
+    after = _READER_POINTS[state]
+    part = _READER_PARTS[what]
+    if not allows(profile, after, part):
+        return _D, Outcome.VIOLATION
+    if part is _N:
+        return _R, Outcome.NOTIFICATION
+    if part is _ER:
+        return _D, Outcome.ERRORED
+    return _D, Outcome.NOT_SERVED if after is None else Outcome.ENDED
+
+
+#: (profile, state, input) -> (next state, outcome), derived from
+#: :data:`PROFILE_GRAMMAR`. Inputs in ``DONE`` are discarded and are not in
+#: the table.
 TRANSITIONS: Final[Mapping[tuple[Profile, PathState, Input], tuple[PathState, Outcome]]] = {
-    # provider: [0]* then at most one [1], then the end
-    (_P, _E, Input.NOTIFICATION): (_R, Outcome.NOTIFICATION),
-    (_P, _E, Input.REJECTED): (_R, Outcome.REJECTED),
-    (_P, _E, Input.ERROR): (_D, Outcome.ERRORED),
-    (_P, _E, Input.FINISH): (_D, Outcome.NOT_SERVED),
-    (_P, _E, Input.LOST): (_D, Outcome.BROKEN),
-    (_P, _R, Input.NOTIFICATION): (_R, Outcome.NOTIFICATION),
-    (_P, _R, Input.REJECTED): (_R, Outcome.REJECTED),
-    (_P, _R, Input.ERROR): (_D, Outcome.ERRORED),
-    (_P, _R, Input.FINISH): (_D, Outcome.ENDED),
-    (_P, _R, Input.LOST): (_D, Outcome.BROKEN),
-    # container: [0]* with no finish, or one [1] first and then the finish
-    (_C, _E, Input.NOTIFICATION): (_R, Outcome.NOTIFICATION),
-    (_C, _E, Input.REJECTED): (_R, Outcome.REJECTED),
-    (_C, _E, Input.ERROR): (_D, Outcome.ERRORED),
-    (_C, _E, Input.FINISH): (_D, Outcome.NOT_SERVED),
-    (_C, _E, Input.LOST): (_D, Outcome.BROKEN),
-    (_C, _R, Input.NOTIFICATION): (_R, Outcome.NOTIFICATION),
-    (_C, _R, Input.REJECTED): (_R, Outcome.REJECTED),
-    (_C, _R, Input.ERROR): (_D, Outcome.VIOLATION),
-    (_C, _R, Input.FINISH): (_D, Outcome.VIOLATION),
-    (_C, _R, Input.LOST): (_D, Outcome.BROKEN),
+    (profile, state, what): _reader_row(profile, state, what)
+    for profile in Profile
+    for state in _READER_POINTS
+    for what in Input
 }
 
 # Why a violation ends the path, by input and by whether a notification
 # arrived before it (or only undecodable messages did).
 _VIOLATIONS: Final = {
-    (Input.ERROR, True): "an error after a notification violates the container profile",
-    (Input.FINISH, True): "a finish after notifications violates the container profile",
-    (Input.ERROR, False): "an error after an undecodable message violates the container profile",
-    (Input.FINISH, False): "a finish after an undecodable message violates the container profile",
+    (Input.ERROR, True): "an error after a notification violates the {profile} profile",
+    (Input.FINISH, True): "a finish after notifications violates the {profile} profile",
+    (Input.ERROR, False): "an error after an undecodable message violates the {profile} profile",
+    (Input.FINISH, False): "a finish after an undecodable message violates the {profile} profile",
 }
 
 
@@ -311,7 +399,8 @@ class SequenceMachine:
             # notifications and (for an error) this error: nothing follows one.
             errors = 1 if what is Input.ERROR else 0
             notified = self._messages - self._rejected - errors > 0
-            event = StreamBroken(reason=_VIOLATIONS[what, notified])
+            reason = _VIOLATIONS[what, notified].format(profile=self._profile.value)
+            event = StreamBroken(reason=reason)
         assert event is not None
         if state is PathState.DONE:
             self._finish(event)

@@ -18,12 +18,15 @@ Every connection ends with exactly one :class:`ConnectionClosed`: when the
 peer closes, or when this side's answer is complete (the ask refused, the
 path or the answer ended). Then close the socket once the bytes are out.
 
-The writing side follows one transition table, :data:`SERVER_TRANSITIONS`
-(provider profile) and :data:`SERVER_TRANSITIONS_BY_PROFILE`; anything the
-table does not allow raises :class:`LocalProtocolError` and changes nothing.
-
-:class:`ContainerWriter` applies the same sequence rules at payload level
-(seed 001's channel responses), with no HTTP at all.
+Both sides of the connection follow one transition table,
+:data:`SERVER_TRANSITIONS` (provider profile; the table in force for each
+profile is in :data:`SERVER_TRANSITIONS_BY_PROFILE`): an ask arriving, a
+refusal and the peer closing before it asked are inputs of the table as
+much as every write is. Each input is looked up and the connection does
+what the outcome found there says; a write the table does not allow raises
+:class:`LocalProtocolError` and changes nothing. The path's rows come from
+the profile grammar (:data:`~.sequence.PROFILE_GRAMMAR`), which the reader
+and the container writer (:mod:`.writer`) follow too.
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ from __future__ import annotations
 import enum
 import hmac
 from collections import deque
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, NamedTuple
 
 import h11
 
-from ._errors import AskError, FrameError, LocalProtocolError
+from ._errors import AskError, LocalProtocolError
 from ._json import JsonError, dumps, parse
 from .asks import Ask, Exchange, decode_ask
 from .events import (
@@ -48,7 +51,7 @@ from .events import (
     ExchangeAsked,
     NotificationsAsked,
 )
-from .framing import DEFAULT_MAX_FRAME_SIZE
+from .framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE
 from .http import (
     ASK_PATH,
     CONTINUE_RESPONSE,
@@ -58,30 +61,30 @@ from .http import (
     ChannelIds,
     answer_head,
     check_token,
-    pack_length,
     refusal_response,
     target_path,
 )
 from .mcp import ErrorData, Notification
-from .sequence import Profile
+from .messages import (
+    ERROR_TAG,
+    NOTIFICATION_TAG,
+    NotificationLike,
+    as_error,
+    as_notification,
+    pack_frame_head,
+)
+from .sequence import GrammarPoint, Part, Profile, allows, violates_profile
 
 __all__ = [
     "CONTAINER_SERVER_TRANSITIONS",
     "SERVER_TRANSITIONS",
     "SERVER_TRANSITIONS_BY_PROFILE",
-    "WRITER_TRANSITIONS",
-    "ContainerWriter",
-    "NotificationLike",
     "ServerConnection",
     "ServerInput",
     "ServerOutcome",
     "ServerState",
-    "WriterInput",
-    "WriterState",
 ]
 
-#: What a notification may be given as: an object, a mapping, or raw JSON bytes.
-NotificationLike = Notification | Mapping[str, Any] | bytes | bytearray | memoryview
 # --- the transition table ------------------------------------------------------
 
 
@@ -143,37 +146,63 @@ _I = ServerInput
 _O = ServerOutcome
 
 _ServerTable = Mapping[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]]
+_Row = tuple[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]]
+
+#: The path's states, by the point of the profile grammar each stands for.
+_PATH_POINTS: Final[Mapping[ServerState, GrammarPoint]] = {
+    _S.PATH_OPEN: None,
+    _S.PATH_NOTIFYING: Part.NOTIFICATION,
+}
+#: The writes that are parts of the grammar.
+_PATH_PARTS: Final[Mapping[ServerInput, Part]] = {
+    _I.NOTIFICATION: Part.NOTIFICATION,
+    _I.ERROR: Part.ERROR,
+    _I.END: Part.FINISH,
+}
+
+
+def _path_rows(profile: Profile, state: ServerState, after: GrammarPoint) -> Iterator[_Row]:
+    """The rows of one path state: what the grammar lets follow ``after``, and keep-alives."""
+    if allows(profile, after, Part.NOTIFICATION):
+        yield (state, _I.NOTIFICATION), (_S.PATH_NOTIFYING, _O.FRAME)
+    yield (state, _I.KEEPALIVE), (state, _O.KEEPALIVE)
+    if allows(profile, after, Part.ERROR):
+        # Nothing but the finish may follow an error: it is written with it.
+        yield (state, _I.ERROR), (_S.DONE, _O.ERROR_AND_END)
+    if allows(profile, after, Part.FINISH):
+        yield (state, _I.END), (_S.DONE, _O.END)
+        if after is None:
+            yield (state, _I.DECLINE), (_S.DONE, _O.END)
+
+
+def _server_table(profile: Profile) -> _ServerTable:
+    """The table of ``profile``: the ask's rows, then the path's from the grammar."""
+    table: dict[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]] = {
+        (_S.AWAITING_ASK, _I.NOTIFICATIONS_ASK): (_S.NOTIFICATIONS_ASKED, _O.NOTIFICATIONS_ASKED),
+        (_S.AWAITING_ASK, _I.EXCHANGE_ASK): (_S.EXCHANGE_ASKED, _O.EXCHANGE_ASKED),
+        (_S.AWAITING_ASK, _I.INVALID_ASK): (_S.REFUSED, _O.REFUSED),
+        (_S.AWAITING_ASK, _I.PEER_CLOSED): (_S.CLOSED, _O.CLOSED),
+        (_S.NOTIFICATIONS_ASKED, _I.START_PATH): (_S.PATH_OPEN, _O.HEAD),
+    }
+    if allows(profile, None, Part.FINISH):
+        # Declining is the finish with nothing before it: not served.
+        table[(_S.NOTIFICATIONS_ASKED, _I.DECLINE)] = (_S.DONE, _O.HEAD_AND_END)
+    # A one-shot exchange is answered once, whatever the path profile.
+    table[(_S.EXCHANGE_ASKED, _I.ANSWER)] = (_S.DONE, _O.ANSWER)
+    table[(_S.EXCHANGE_ASKED, _I.DECLINE)] = (_S.DONE, _O.HEAD_AND_END)
+    for state, after in _PATH_POINTS.items():
+        table.update(_path_rows(profile, state, after))
+    return table
+
 
 #: (state, input) -> (next state, outcome) for the provider profile (seed 000):
 #: notifications, then at most one error, then the clean end. A pair that is
 #: not in the table is refused with :class:`LocalProtocolError`.
-SERVER_TRANSITIONS: Final[_ServerTable] = {
-    (_S.AWAITING_ASK, _I.NOTIFICATIONS_ASK): (_S.NOTIFICATIONS_ASKED, _O.NOTIFICATIONS_ASKED),
-    (_S.AWAITING_ASK, _I.EXCHANGE_ASK): (_S.EXCHANGE_ASKED, _O.EXCHANGE_ASKED),
-    (_S.AWAITING_ASK, _I.INVALID_ASK): (_S.REFUSED, _O.REFUSED),
-    (_S.AWAITING_ASK, _I.PEER_CLOSED): (_S.CLOSED, _O.CLOSED),
-    (_S.NOTIFICATIONS_ASKED, _I.START_PATH): (_S.PATH_OPEN, _O.HEAD),
-    (_S.NOTIFICATIONS_ASKED, _I.DECLINE): (_S.DONE, _O.HEAD_AND_END),
-    (_S.EXCHANGE_ASKED, _I.ANSWER): (_S.DONE, _O.ANSWER),
-    (_S.EXCHANGE_ASKED, _I.DECLINE): (_S.DONE, _O.HEAD_AND_END),
-    (_S.PATH_OPEN, _I.NOTIFICATION): (_S.PATH_NOTIFYING, _O.FRAME),
-    (_S.PATH_OPEN, _I.KEEPALIVE): (_S.PATH_OPEN, _O.KEEPALIVE),
-    (_S.PATH_OPEN, _I.ERROR): (_S.DONE, _O.ERROR_AND_END),
-    (_S.PATH_OPEN, _I.END): (_S.DONE, _O.END),
-    (_S.PATH_OPEN, _I.DECLINE): (_S.DONE, _O.END),
-    (_S.PATH_NOTIFYING, _I.NOTIFICATION): (_S.PATH_NOTIFYING, _O.FRAME),
-    (_S.PATH_NOTIFYING, _I.KEEPALIVE): (_S.PATH_NOTIFYING, _O.KEEPALIVE),
-    (_S.PATH_NOTIFYING, _I.ERROR): (_S.DONE, _O.ERROR_AND_END),
-    (_S.PATH_NOTIFYING, _I.END): (_S.DONE, _O.END),
-}
+SERVER_TRANSITIONS: Final[_ServerTable] = _server_table(Profile.PROVIDER)
 
 #: The container profile (seeds 001/003): once a notification is written the
 #: path takes neither an error nor an end; an error comes first or not at all.
-CONTAINER_SERVER_TRANSITIONS: Final[_ServerTable] = {
-    key: value
-    for key, value in SERVER_TRANSITIONS.items()
-    if key not in {(_S.PATH_NOTIFYING, _I.ERROR), (_S.PATH_NOTIFYING, _I.END)}
-}
+CONTAINER_SERVER_TRANSITIONS: Final[_ServerTable] = _server_table(Profile.CONTAINER)
 
 #: The table in force for each profile.
 SERVER_TRANSITIONS_BY_PROFILE: Final[Mapping[Profile, _ServerTable]] = {
@@ -181,37 +210,59 @@ SERVER_TRANSITIONS_BY_PROFILE: Final[Mapping[Profile, _ServerTable]] = {
     Profile.CONTAINER: CONTAINER_SERVER_TRANSITIONS,
 }
 
-_NOTIFYING: Final = ServerState.PATH_NOTIFYING
-_IN_NOTIFICATION: Final = ServerInput.NOTIFICATION
-# send_notification skips the table on its hot path; this is what it assumes.
-assert all(
-    table[(_NOTIFYING, _IN_NOTIFICATION)] == (_NOTIFYING, ServerOutcome.FRAME)
-    for table in SERVER_TRANSITIONS_BY_PROFILE.values()
-)
 
-_WHY_REFUSED: Final[Mapping[tuple[ServerState, ServerInput], str]] = {
-    (_S.PATH_NOTIFYING, _I.ERROR): "an error after a notification violates the container profile",
-    (_S.PATH_NOTIFYING, _I.END): "an end after notifications violates the container profile",
+def _final_states(table: _ServerTable) -> frozenset[ServerState]:
+    """The states the table has no row from: entering one ends the connection."""
+    return frozenset(ServerState) - {state for state, _ in table}
+
+
+def _frame_loop(table: _ServerTable) -> ServerState | None:
+    """The state in which a notification is a frame that keeps the state, if there is one.
+
+    :meth:`ServerConnection.send_notification` writes there without a
+    lookup (on a busy server, hashing the enum members costs more than the
+    rest of the write).
+    """
+    for (state, what), (following, outcome) in table.items():
+        if what is _I.NOTIFICATION and following is state and outcome is _O.FRAME:
+            return state
+    return None
+
+
+# How a write the grammar forbids is refused, by the point it came after.
+_VIOLATION_TEXT: Final[Mapping[tuple[GrammarPoint, Part], str]] = {
+    (Part.NOTIFICATION, Part.ERROR): "an error after a notification",
+    (Part.NOTIFICATION, Part.FINISH): "an end after notifications",
+}
+
+
+def _why_refused(profile: Profile) -> Mapping[tuple[ServerState, ServerInput], str]:
+    """Why ``profile`` refuses the writes its grammar forbids (others get a plain reason)."""
+    reasons = {}
+    for state, after in _PATH_POINTS.items():
+        for what, part in _PATH_PARTS.items():
+            if violates_profile(profile, after, part):
+                text = _VIOLATION_TEXT.get((after, part), f"{what.value} in state {state.name}")
+                reasons[(state, what)] = f"{text} violates the {profile.value} profile"
+    return reasons
+
+
+class _Rules(NamedTuple):
+    """What a connection reads off its profile's table, once."""
+
+    table: _ServerTable
+    final: frozenset[ServerState]
+    frame_loop: ServerState | None
+    why_refused: Mapping[tuple[ServerState, ServerInput], str]
+
+
+_RULES: Final[Mapping[Profile, _Rules]] = {
+    profile: _Rules(table, _final_states(table), _frame_loop(table), _why_refused(profile))
+    for profile, table in SERVER_TRANSITIONS_BY_PROFILE.items()
 }
 
 
 # --- encoding helpers ----------------------------------------------------------
-
-
-def _notification_json(item: NotificationLike) -> bytes:
-    """The JSON bytes of a notification given as an object, a mapping or raw JSON."""
-    if isinstance(item, Notification):
-        return item.to_bytes()
-    try:
-        if isinstance(item, (bytes, bytearray, memoryview)):
-            raw = bytes(item)
-            Notification.from_bytes(raw)  # validation only: the bytes go out unchanged
-            return raw
-        if isinstance(item, Mapping):
-            return Notification.from_json(item).to_bytes()
-    except FrameError as error:
-        raise LocalProtocolError(f"not a notification: {error.detail}") from None
-    raise TypeError(f"expected a Notification, a mapping or JSON bytes, not {type(item).__name__}")
 
 
 def _result_json(result: Mapping[str, Any] | bytes) -> bytes:
@@ -247,15 +298,15 @@ def _check_payload(json: bytes, limit: int) -> None:
         )
 
 
-def _chunk_of_one(tag: bytes, json: bytes) -> bytes:
-    # One HTTP chunk holding one frame, built in a single formatting step:
-    # chunk size line, 4-byte length, tag, JSON, chunk end.
+#: One HTTP chunk holding one frame, filled in one formatting step: the
+#: chunk's size line, the frame's head (:data:`~.messages.pack_frame_head`),
+#: the JSON, the chunk's end.
+_FRAME_CHUNK: Final = b"%x\r\n%b%b\r\n"
+
+
+def _chunk_of_one(tag: int, json: bytes) -> bytes:
     payload = len(json) + 1
-    return b"%x\r\n%b%b%b\r\n" % (payload + 4, pack_length(payload), tag, json)
-
-
-_NOTIFICATION_TAG: Final = b"\x00"
-_ERROR_TAG: Final = b"\x01"
+    return _FRAME_CHUNK % (payload + PREFIX_SIZE, pack_frame_head(payload, tag), json)
 
 
 def _shorten(text: str, limit: int = 200) -> str:
@@ -337,7 +388,9 @@ class ServerConnection:
             raise ValueError("target must start with '/'")
         self._token = None if token is None else token.encode("ascii")
         self._profile = Profile(profile)
-        self._table = SERVER_TRANSITIONS_BY_PROFILE[self._profile]
+        self._rules = _RULES[self._profile]
+        # send_notification's shortcut, kept where it reads it fastest.
+        self._frame_loop = self._rules.frame_loop
         self._channel_ids = channel_ids if channel_ids is not None else ChannelIds()
         self._max_ask_size = max_ask_size
         self._max_head_size = max_head_size
@@ -406,7 +459,7 @@ class ServerConnection:
         That is: the ask was refused, the answer or path ended, or the peer
         closed the connection. Send what is queued, then close the socket.
         """
-        return self._eof or self._state in (ServerState.DONE, ServerState.REFUSED, _S.CLOSED)
+        return self._eof or self._state in self._rules.final
 
     # --- receiving ---------------------------------------------------------
 
@@ -435,10 +488,13 @@ class ServerConnection:
         if self._events:
             return self._events.popleft()
         if not self._closed_queued and self._eof:
-            if self._state is ServerState.AWAITING_ASK:
-                self._state = ServerState.CLOSED
-            self._closed_queued = True
-            return ConnectionClosed()
+            if (self._state, ServerInput.PEER_CLOSED) in self._rules.table:
+                self._apply(ServerInput.PEER_CLOSED)
+            else:
+                # After the ask the peer's end is reported, once, and changes
+                # no state: what may still be written is the table's business.
+                self._queue_closed()
+            return self._events.popleft()
         return NEED_DATA
 
     def data_to_send(self) -> bytes:
@@ -582,55 +638,112 @@ class ServerConnection:
             self._refuse(503, "the server has no channel id left to give")
             return
         if ask.exchange is Exchange.NOTIFICATIONS:
-            self._state = ServerState.NOTIFICATIONS_ASKED
-            self._events.append(NotificationsAsked(channel=self._channel))
+            self._apply(ServerInput.NOTIFICATIONS_ASK)
         else:
-            self._state = ServerState.EXCHANGE_ASKED
-            self._events.append(ExchangeAsked(ask=ask, channel=self._channel))
+            self._apply(ServerInput.EXCHANGE_ASK)
 
     def _refuse(self, status: int, reason: str, *, extra: Iterable[tuple[str, str]] = ()) -> None:
         self._reading = _Reading.OVER
         self._buffer = bytearray()
         self._body = bytearray()
-        self._state = ServerState.REFUSED
-        self._outgoing += refusal_response(
-            status, reason, extra=extra, head_only=self._head_request
-        )
-        self._events.append(AskRefused(status=status, reason=reason))
-        self._queue_closed()
+        self._apply(ServerInput.INVALID_ASK, _Refusal(status, reason, tuple(extra)))
 
     def _queue_closed(self) -> None:
         if not self._closed_queued:
             self._closed_queued = True
             self._events.append(ConnectionClosed())
 
-    # --- writing -----------------------------------------------------------
+    # --- the table -----------------------------------------------------------
 
-    def _next_state(self, what: ServerInput) -> ServerState:
-        """The state after ``what``, or :class:`LocalProtocolError`; changes nothing."""
-        found = self._table.get((self._state, what))
+    def _row(self, state: ServerState, what: ServerInput) -> tuple[ServerState, ServerOutcome]:
+        """The table's (next state, outcome) for ``what`` in ``state``; else refused."""
+        found = self._rules.table.get((state, what))
         if found is None:
-            why = _WHY_REFUSED.get((self._state, what))
-            if why is None or self._profile is not Profile.CONTAINER:
-                why = f"{what.value} is not allowed in state {self._state.name}"
-            raise LocalProtocolError(why)
-        return found[0]
+            why = self._rules.why_refused.get((state, what))
+            raise LocalProtocolError(why or f"{what.value} is not allowed in state {state.name}")
+        return found
+
+    def _apply(self, what: ServerInput, argument: Any = None) -> bytes:
+        """Look ``what`` up and do what the outcome found there says, then enter its state.
+
+        ``argument`` is what the input carries (a notification, an error, a
+        result, a refusal); the outcome's effect checks it and raises before
+        anything changes. Returns the bytes the effect writes.
+        """
+        following, outcome = self._row(self._state, what)
+        data = _EFFECTS[outcome](self, argument)
+        self._enter(following)
+        return data
 
     def _enter(self, state: ServerState) -> None:
         self._state = state
-        if state is ServerState.DONE:
+        if state in self._rules.final:
             self._queue_closed()
+
+    # --- the effects of the outcomes -------------------------------------------
+    # One method per ServerOutcome (see _EFFECTS): each returns the bytes to
+    # write (b"" for an event) and checks its argument before queueing anything.
+
+    def _announce_notifications(self, _: object) -> bytes:
+        assert self._channel is not None
+        self._events.append(NotificationsAsked(channel=self._channel))
+        return b""
+
+    def _announce_exchange(self, _: object) -> bytes:
+        assert self._ask is not None and self._channel is not None
+        self._events.append(ExchangeAsked(ask=self._ask, channel=self._channel))
+        return b""
+
+    def _queue_refusal(self, refusal: _Refusal) -> bytes:
+        self._outgoing += refusal_response(
+            refusal.status, refusal.reason, extra=refusal.extra, head_only=self._head_request
+        )
+        self._events.append(AskRefused(status=refusal.status, reason=refusal.reason))
+        return b""
+
+    def _report_closed(self, _: object) -> bytes:
+        self._queue_closed()
+        return b""
+
+    def _head(self, _: object) -> bytes:
+        return answer_head(self._location())
+
+    def _frame(self, notification: NotificationLike) -> bytes:
+        json = as_notification(notification).to_bytes()
+        _check_payload(json, self._max_frame_size)
+        return _chunk_of_one(NOTIFICATION_TAG, json)
+
+    def _keepalive(self, _: object) -> bytes:
+        return KEEPALIVE_CHUNK
+
+    def _error_and_end(self, error: ErrorData) -> bytes:
+        json = as_error(error).to_bytes()
+        _check_payload(json, self._max_frame_size)
+        return _chunk_of_one(ERROR_TAG, json) + LAST_CHUNK
+
+    def _end(self, _: object) -> bytes:
+        return LAST_CHUNK
+
+    def _head_and_end(self, _: object) -> bytes:
+        return answer_head(self._location()) + LAST_CHUNK
+
+    def _answer(self, answer: _Answer) -> bytes:
+        if answer.tag == ERROR_TAG:
+            json = as_error(answer.value).to_bytes()
+        else:
+            json = _result_json(answer.value)
+        _check_payload(json, self._max_frame_size)
+        return answer_head(self._location()) + _chunk_of_one(answer.tag, json) + LAST_CHUNK
 
     def _location(self) -> str:
         assert self._ask is not None and self._channel is not None
         return f"/mcp/{self._ask.exchange.name.lower()}/{self._channel}"
 
+    # --- writing -----------------------------------------------------------
+
     def start_path(self) -> bytes:
         """The 200 head that opens the path, after :class:`NotificationsAsked`."""
-        state = self._next_state(ServerInput.START_PATH)
-        head = answer_head(self._location())
-        self._enter(state)
-        return head
+        return self._apply(ServerInput.START_PATH)
 
     def send_notification(self, notification: NotificationLike) -> bytes:
         """One notification, as one frame in one HTTP chunk.
@@ -641,21 +754,24 @@ class ServerConnection:
         :class:`LocalProtocolError` if it is not a notification, if the
         message exceeds ``max_frame_size``, or if the path does not take one.
         """
-        # The hot path of a busy server: once a path carries notifications it
-        # takes more in every profile (checked against the table at import),
-        # so the table lookup is skipped; enum hashing costs more than the
-        # rest of this method.
-        state = self._state
-        following = state if state is _NOTIFYING else self._next_state(_IN_NOTIFICATION)
+        if self._state is not self._frame_loop:
+            return self._apply(ServerInput.NOTIFICATION, notification)
+        # The hot path of a busy server: in the state where the table makes a
+        # notification a frame that keeps the state (found when the table was
+        # built), the lookup is skipped. This is _frame, spelled out: a call
+        # costs a fifth of the write.
         if type(notification) is Notification:
             json = notification.to_bytes()
         else:
-            json = _notification_json(notification)
+            json = as_notification(notification).to_bytes()
         payload = len(json) + 1
         if payload > self._max_frame_size:
             _check_payload(json, self._max_frame_size)
-        self._state = following
-        return b"%x\r\n%b\x00%b\r\n" % (payload + 4, pack_length(payload), json)
+        return _FRAME_CHUNK % (
+            payload + PREFIX_SIZE,
+            pack_frame_head(payload, NOTIFICATION_TAG),
+            json,
+        )
 
     def send_notifications(self, notifications: Iterable[NotificationLike]) -> bytes:
         """Several notifications, one frame each, in ONE HTTP chunk.
@@ -664,50 +780,61 @@ class ServerConnection:
         :meth:`send_notification`. An empty iterable returns ``b""`` (an empty
         chunk would end the body).
         """
+        loop = self._frame_loop
         state = self._state
-        state = state if state is _NOTIFYING else self._next_state(_IN_NOTIFICATION)
+        # The first notification is looked up even when none follows, so that
+        # a path that takes none refuses an empty batch too.
+        state = state if state is loop else self._frame_step(state)
         parts: list[bytes] = [b""]
         size = 0
         limit = self._max_frame_size
         for item in notifications:
-            json = item.to_bytes() if type(item) is Notification else _notification_json(item)
+            json = (
+                item.to_bytes() if type(item) is Notification else as_notification(item).to_bytes()
+            )
             payload = len(json) + 1
             if payload > limit:
                 _check_payload(json, limit)
-            parts.append(pack_length(payload) + _NOTIFICATION_TAG)
+            parts.append(pack_frame_head(payload, NOTIFICATION_TAG))
             parts.append(json)
-            size += payload + 4
+            size += payload + PREFIX_SIZE
         if size == 0:
             return b""
+        # The notifications after the first, in a state the table does not
+        # keep (never, with the tables of this module).
+        for _ in range(len(parts) // 2 - 1):
+            if state is loop:
+                break
+            state = self._frame_step(state)
         parts[0] = b"%x\r\n" % size
         parts.append(b"\r\n")
-        self._state = state
+        self._enter(state)
         return b"".join(parts)
+
+    def _frame_step(self, state: ServerState) -> ServerState:
+        """The state after one more notification of a batch, which must be a frame."""
+        following, outcome = self._row(state, ServerInput.NOTIFICATION)
+        if outcome is not ServerOutcome.FRAME:
+            raise LocalProtocolError(
+                f"send_notifications writes frames only; here a notification is {outcome.value}"
+            )
+        return following
 
     def send_keepalive(self) -> bytes:
         """A keep-alive frame (a zero length), so that an idle path survives."""
-        self._enter(self._next_state(ServerInput.KEEPALIVE))
-        return KEEPALIVE_CHUNK
+        return self._apply(ServerInput.KEEPALIVE)
 
     def send_error(self, error: ErrorData) -> bytes:
         """The error message, then the clean end: the path is over."""
-        state = self._next_state(ServerInput.ERROR)
-        json = _error_json(error)
-        _check_payload(json, self._max_frame_size)
-        self._enter(state)
-        return _chunk_of_one(_ERROR_TAG, json) + LAST_CHUNK
+        return self._apply(ServerInput.ERROR, error)
 
     def end_path(self) -> bytes:
         """The clean end of the path (with no message before it: not served)."""
-        self._enter(self._next_state(ServerInput.END))
-        return LAST_CHUNK
+        return self._apply(ServerInput.END)
 
     def decline(self) -> bytes:
         """Not served: the 200 head (unless already written) and a clean, empty end."""
-        state = self._next_state(ServerInput.DECLINE)
-        data = LAST_CHUNK if self.path_open else answer_head(self._location()) + LAST_CHUNK
-        self._enter(state)
-        return data
+        return self._apply(ServerInput.DECLINE)
 
     def answer(self, result: Mapping[str, Any] | bytes) -> bytes:
         """Answer a kind 0-3 ask: the 200 head, ``[0][result]`` and the clean end.
@@ -718,134 +845,39 @@ class ServerConnection:
         values are checked as a notification's are) or if the message
         exceeds ``max_frame_size``.
         """
-        state = self._next_state(ServerInput.ANSWER)
-        json = _result_json(result)
-        _check_payload(json, self._max_frame_size)
-        data = answer_head(self._location()) + _chunk_of_one(_NOTIFICATION_TAG, json) + LAST_CHUNK
-        self._enter(state)
-        return data
+        return self._apply(ServerInput.ANSWER, _Answer(NOTIFICATION_TAG, result))
 
     def answer_error(self, error: ErrorData) -> bytes:
         """Answer a kind 0-3 ask with an error: the 200 head, ``[1][error]`` and the clean end."""
-        state = self._next_state(ServerInput.ANSWER)
-        json = _error_json(error)
-        _check_payload(json, self._max_frame_size)
-        data = answer_head(self._location()) + _chunk_of_one(_ERROR_TAG, json) + LAST_CHUNK
-        self._enter(state)
-        return data
+        return self._apply(ServerInput.ANSWER, _Answer(ERROR_TAG, error))
 
 
-def _error_json(error: ErrorData) -> bytes:
-    if not isinstance(error, ErrorData):
-        raise TypeError(f"expected an ErrorData, not {type(error).__name__}")
-    return error.to_bytes()
+class _Refusal(NamedTuple):
+    """What an invalid ask carries into the table: the response to queue."""
+
+    status: int
+    reason: str
+    extra: tuple[tuple[str, str], ...]
 
 
-# --- the payload-level writer ----------------------------------------------------
+class _Answer(NamedTuple):
+    """What an answer carries into the table: its tag and the result or the error."""
+
+    tag: int
+    value: Any
 
 
-class WriterState(enum.Enum):
-    """Where a :class:`ContainerWriter` is."""
-
-    #: Nothing written yet.
-    EMPTY = "empty"
-    #: One or more notifications written.
-    NOTIFYING = "notifying"
-    #: The error was written; the finish must follow.
-    ERRORED = "errored"
-    #: Finished; nothing more may be written.
-    FINISHED = "finished"
-
-
-class WriterInput(enum.Enum):
-    """What a :class:`ContainerWriter` is asked to write."""
-
-    NOTIFICATION = "notification"
-    ERROR = "error"
-    FINISH = "finish"
-
-
-_WS = WriterState
-_WI = WriterInput
-
-#: (profile, state, input) -> next state. A triple that is not in the table
-#: raises :class:`LocalProtocolError`.
-WRITER_TRANSITIONS: Final[Mapping[tuple[Profile, WriterState, WriterInput], WriterState]] = {
-    # container (seed 001): [0]* and no finish, or one [1] first and then the finish
-    (Profile.CONTAINER, _WS.EMPTY, _WI.NOTIFICATION): _WS.NOTIFYING,
-    (Profile.CONTAINER, _WS.EMPTY, _WI.ERROR): _WS.ERRORED,
-    (Profile.CONTAINER, _WS.EMPTY, _WI.FINISH): _WS.FINISHED,
-    (Profile.CONTAINER, _WS.NOTIFYING, _WI.NOTIFICATION): _WS.NOTIFYING,
-    (Profile.CONTAINER, _WS.ERRORED, _WI.FINISH): _WS.FINISHED,
-    # provider (seed 000): [0]* then at most one [1], then the end
-    (Profile.PROVIDER, _WS.EMPTY, _WI.NOTIFICATION): _WS.NOTIFYING,
-    (Profile.PROVIDER, _WS.EMPTY, _WI.ERROR): _WS.ERRORED,
-    (Profile.PROVIDER, _WS.EMPTY, _WI.FINISH): _WS.FINISHED,
-    (Profile.PROVIDER, _WS.NOTIFYING, _WI.NOTIFICATION): _WS.NOTIFYING,
-    (Profile.PROVIDER, _WS.NOTIFYING, _WI.ERROR): _WS.ERRORED,
-    (Profile.PROVIDER, _WS.NOTIFYING, _WI.FINISH): _WS.FINISHED,
-    (Profile.PROVIDER, _WS.ERRORED, _WI.FINISH): _WS.FINISHED,
+#: What each outcome of the table does (ServerConnection._apply).
+_EFFECTS: Final[Mapping[ServerOutcome, Callable[[ServerConnection, Any], bytes]]] = {
+    _O.NOTIFICATIONS_ASKED: ServerConnection._announce_notifications,
+    _O.EXCHANGE_ASKED: ServerConnection._announce_exchange,
+    _O.REFUSED: ServerConnection._queue_refusal,
+    _O.CLOSED: ServerConnection._report_closed,
+    _O.HEAD: ServerConnection._head,
+    _O.FRAME: ServerConnection._frame,
+    _O.KEEPALIVE: ServerConnection._keepalive,
+    _O.ERROR_AND_END: ServerConnection._error_and_end,
+    _O.END: ServerConnection._end,
+    _O.HEAD_AND_END: ServerConnection._head_and_end,
+    _O.ANSWER: ServerConnection._answer,
 }
-
-
-class ContainerWriter:
-    """Writes seed 001's sequence of channel responses, payload by payload.
-
-    :meth:`notification` returns the payload ``[0][JSON]`` and
-    :meth:`error` the payload ``[1][JSON]``; :meth:`finish` records the
-    channel response finish, which the caller's transport sends. The
-    profile's rules are enforced: in the container profile (the default) a
-    channel carries notifications and is never finished while the
-    connection lives, or carries one error first and is then finished; a
-    finish with nothing before it says the ask was not served. Anything
-    else raises :class:`LocalProtocolError` and changes nothing.
-    """
-
-    __slots__ = ("_profile", "_state")
-
-    def __init__(self, profile: Profile = Profile.CONTAINER) -> None:
-        self._profile = Profile(profile)
-        self._state = WriterState.EMPTY
-
-    @property
-    def profile(self) -> Profile:
-        """The sequence rules in force."""
-        return self._profile
-
-    @property
-    def state(self) -> WriterState:
-        """Where the sequence is."""
-        return self._state
-
-    @property
-    def finish_required(self) -> bool:
-        """True after the error: :meth:`finish` must come next."""
-        return self._state is WriterState.ERRORED
-
-    def _next(self, what: WriterInput) -> WriterState:
-        found = WRITER_TRANSITIONS.get((self._profile, self._state, what))
-        if found is None:
-            if self._state is WriterState.NOTIFYING and self._profile is Profile.CONTAINER:
-                raise LocalProtocolError(
-                    f"{what.value} after a notification violates the container profile"
-                )
-            raise LocalProtocolError(f"{what.value} is not allowed in state {self._state.name}")
-        return found
-
-    def notification(self, notification: NotificationLike) -> bytes:
-        """The payload of one notification: ``[0]`` + its JSON (raw bytes relayed unchanged)."""
-        state = self._next(WriterInput.NOTIFICATION)
-        payload = _NOTIFICATION_TAG + _notification_json(notification)
-        self._state = state
-        return payload
-
-    def error(self, error: ErrorData) -> bytes:
-        """The payload of the error, ``[1]`` + its JSON; :meth:`finish` is required next."""
-        state = self._next(WriterInput.ERROR)
-        payload = _ERROR_TAG + _error_json(error)
-        self._state = state
-        return payload
-
-    def finish(self) -> None:
-        """Record the finish; raises :class:`LocalProtocolError` where the profile forbids it."""
-        self._state = self._next(WriterInput.FINISH)
