@@ -1,96 +1,145 @@
 """Generate ``docs/states.md``: Mermaid state diagrams drawn from the transition tables.
 
-Every state machine in the library keeps its rules in one explicit table,
-a mapping from ``(state, input)`` to ``(next state, outcome)``. This script
-draws each registered table as a Mermaid ``stateDiagram-v2`` and lists its
-rows, so the pictures in the documentation cannot drift from the code
-(``tests/test_docs_diagrams.py`` fails when ``docs/states.md`` is stale).
+Every state machine in the library keeps its rules in one module-level
+``*TRANSITIONS`` table. This script draws each registered table as a
+Mermaid ``stateDiagram-v2`` and lists its rows, so the pictures in the
+documentation cannot drift from the code (``tests/test_docs_diagrams.py``
+fails when ``docs/states.md`` is stale).
 
 Usage::
 
-    python docs/state_diagrams.py            # rewrite docs/states.md
+    python docs/state_diagrams.py --write    # rewrite docs/states.md (the default)
     python docs/state_diagrams.py --check    # exit 1 if it is out of date
 
-To draw another machine, add one line to :data:`DIAGRAMS`: a title and
-where the table lives, as ``"module:ATTRIBUTE"``. A table keyed
-``(profile, state, input)`` is drawn one profile at a time with
-``select="PROFILE_NAME"``.
+A table may have any of these shapes (enum members read best: their names
+become the states, their values the labels):
+
+* ``(state, input) -> next state``;
+* ``(state, input) -> (next state, outcome, ...)``, any number of outcomes,
+  each a value or a collection of values (a tuple, a named tuple or an
+  attrs or dataclass instance works as the row);
+* ``(profile, state, input) -> ...`` or ``profile -> {(state, input): ...}``,
+  a table of several profiles, drawn one profile at a time.
+
+To draw another machine, add a :class:`Diagram` to :data:`DIAGRAMS`: a title
+and where the table lives, as ``"module:ATTRIBUTE"``, or
+``"module:ATTRIBUTE[PROFILE]"`` for one profile of a table of several. A
+diagram may list several places, tried in order, so that a table can move
+to a new module and still be found in the old one meanwhile: the first
+place whose module and attribute exist and whose shape fits is drawn.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import enum
 import importlib
 import re
 import sys
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 STATES_MD = Path(__file__).resolve().parent / "states.md"
+COMMAND = "python docs/state_diagrams.py --write"
 
-State = TypeVar("State", bound=Hashable)
-Input = TypeVar("Input", bound=Hashable)
-Outcome = TypeVar("Outcome", bound=Hashable)
+_SOURCE = re.compile(r"(?P<module>[\w.]+):(?P<attribute>\w+)(?:\[(?P<select>\w+)\])?\Z")
 
 
 class Diagram(NamedTuple):
-    """One registered table: what to call it and where it lives."""
+    """One registered table: what to call it and where it may live."""
 
     title: str
-    #: ``"module:ATTRIBUTE"`` of a mapping ``(state, input) -> (state, outcome)``,
-    #: or ``(selector, state, input) -> (state, outcome)`` with ``select``.
-    table: str
-    #: For a table keyed ``(selector, state, input)``: draw only the rows whose
-    #: selector is named this (an enum member's name, or its ``str()``).
-    select: str | None = None
+    #: ``"module:ATTRIBUTE"`` or ``"module:ATTRIBUTE[PROFILE]"``, tried in order.
+    sources: tuple[str, ...]
 
+
+class Row(NamedTuple):
+    """One transition, whatever the shape of the table it came from."""
+
+    state: object
+    input: object
+    next_state: object
+    #: Empty for a table that gives only the next state.
+    outcomes: tuple[object, ...]
+
+
+class Unfit(LookupError):
+    """A place that holds no table of the expected shape."""
+
+
+_PROXY = "diverge_notifications.sansio.proxy"
+_EXCHANGE = "diverge_notifications.sansio.exchange"
+_SEQUENCE = "diverge_notifications.sansio.sequence"
+_SERVER = "diverge_notifications.sansio.server"
+_WRITER = "diverge_notifications.sansio.writer"
+_POLICY = "diverge_notifications.sansio.policy"
+_LISTENING = "diverge_notifications.sansio.listening"
+_SERVING = "diverge_notifications.sansio.serving"
 
 #: The diagrams of docs/states.md, in order.
 DIAGRAMS: list[Diagram] = [
     Diagram(
         "ProxyConnection: one ask on one HTTP/1.1 connection",
-        "diverge_notifications.sansio.proxy:PROXY_TRANSITIONS",
+        (f"{_PROXY}:PROXY_TRANSITIONS",),
     ),
     Diagram(
         "ExchangeConnection: the answer of a one-shot exchange",
-        "diverge_notifications.sansio.proxy:ANSWER_TRANSITIONS",
+        (f"{_EXCHANGE}:ANSWER_TRANSITIONS", f"{_PROXY}:ANSWER_TRANSITIONS"),
     ),
-    Diagram(
-        "Sequence rules: provider profile",
-        "diverge_notifications.sansio.sequence:TRANSITIONS",
-        select="PROVIDER",
-    ),
-    Diagram(
-        "Sequence rules: container profile",
-        "diverge_notifications.sansio.sequence:TRANSITIONS",
-        select="CONTAINER",
-    ),
+    Diagram("Sequence rules: provider profile", (f"{_SEQUENCE}:TRANSITIONS[PROVIDER]",)),
+    Diagram("Sequence rules: container profile", (f"{_SEQUENCE}:TRANSITIONS[CONTAINER]",)),
     Diagram(
         "ServerConnection: one ask on one HTTP/1.1 connection (provider profile)",
-        "diverge_notifications.sansio.server:SERVER_TRANSITIONS",
+        (
+            f"{_SERVER}:SERVER_TRANSITIONS[PROVIDER]",
+            f"{_SERVER}:SERVER_TRANSITIONS_BY_PROFILE[PROVIDER]",
+            f"{_SERVER}:SERVER_TRANSITIONS",
+        ),
     ),
     Diagram(
         "ServerConnection: container profile",
-        "diverge_notifications.sansio.server:CONTAINER_SERVER_TRANSITIONS",
+        (
+            f"{_SERVER}:SERVER_TRANSITIONS[CONTAINER]",
+            f"{_SERVER}:SERVER_TRANSITIONS_BY_PROFILE[CONTAINER]",
+            f"{_SERVER}:CONTAINER_SERVER_TRANSITIONS",
+        ),
     ),
     Diagram(
-        "ProxyPolicy: when the proxy may ask",
-        "diverge_notifications.sansio.policy:POLICY_TRANSITIONS",
+        "ContainerWriter: container profile",
+        (f"{_WRITER}:WRITER_TRANSITIONS[CONTAINER]", f"{_SERVER}:WRITER_TRANSITIONS[CONTAINER]"),
+    ),
+    Diagram(
+        "ContainerWriter: provider profile",
+        (f"{_WRITER}:WRITER_TRANSITIONS[PROVIDER]", f"{_SERVER}:WRITER_TRANSITIONS[PROVIDER]"),
+    ),
+    Diagram("ProxyPolicy: when the proxy may ask", (f"{_POLICY}:POLICY_TRANSITIONS",)),
+    Diagram(
+        "ListenDriver: a listener asking again and again",
+        (f"{_LISTENING}:LISTEN_TRANSITIONS",),
+    ),
+    Diagram(
+        "ServingConnection: one accepted connection of a server",
+        (f"{_SERVING}:SERVING_TRANSITIONS",),
     ),
 ]
 
-_HEADER = """\
+_HEADER = f"""\
 # State machines
 
 <!-- Generated by docs/state_diagrams.py from the transition tables; do not edit by hand. -->
 
-Each diagram below is drawn from the table the code runs on. An arrow is
-one row of the table, labelled *input / outcome*; `[*]` marks where a
-machine starts and where it ends. Inputs a state does not list are not in
-the table: in a final state everything is discarded. See
-[proxy.md](proxy.md), [server.md](server.md) and [policy.md](policy.md)
+Each diagram below is drawn from the table the code runs on; regenerate
+this page with (`--check` instead exits 1 when it is stale):
+
+    {COMMAND}
+
+An arrow is one row of the table, labelled *input / outcome* (just *input*
+for a table that gives only the next state); `[*]` marks where a machine
+starts and where it ends. Inputs a state does not list are not in the
+table: in a final state everything is discarded. See [proxy.md](proxy.md),
+[server.md](server.md), [policy.md](policy.md) and [adapters.md](adapters.md)
 for what the states and events mean.
 """
 
@@ -101,9 +150,17 @@ def _name(value: object) -> str:
 
 
 def _label(value: object) -> str:
-    """A value as people read it: an enum member's text value, else its text."""
+    """A value as people read it: an enum member's text value, else its text.
+
+    A collection of outcomes reads as its labels, in order (sorted when the
+    collection has no order of its own).
+    """
     if isinstance(value, enum.Enum):
         return value.value if isinstance(value.value, str) else value.name
+    if isinstance(value, (tuple, list)):
+        return ", ".join(_label(item) for item in value)
+    if isinstance(value, (set, frozenset)):
+        return ", ".join(sorted(_label(item) for item in value))
     return str(value)
 
 
@@ -120,68 +177,152 @@ def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def state_diagram(table: Mapping[tuple[State, Input], tuple[State, Outcome]], title: str) -> str:
-    """One Markdown section: ``title``, the Mermaid diagram of ``table``, and its rows.
+def _fields(value: object) -> tuple[object, ...] | None:
+    """A row value's parts, when it is a tuple or a record; ``None`` for a bare state."""
+    if isinstance(value, tuple):
+        return value
+    record: Sequence[Any] | None = getattr(type(value), "__attrs_attrs__", None)
+    if record is not None:  # an attrs class: its fields in order
+        return tuple(getattr(value, field.name) for field in record)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return tuple(getattr(value, field.name) for field in dataclasses.fields(value))
+    return None
 
-    ``table`` maps ``(state, input)`` to ``(next state, outcome)``, in any
-    types (enum members read best: their names become the states, their
-    values the labels). The first state that has a row is the start; a
-    state with no rows of its own is final.
+
+def rows_of(table: Mapping[Any, Any]) -> list[Row]:
+    """The rows of a table keyed ``(state, input)``, whatever its values are."""
+    rows = []
+    for key, value in table.items():
+        if not (isinstance(key, tuple) and len(key) == 2):
+            raise Unfit(f"the key {key!r} is not (state, input)")
+        parts = _fields(value)
+        if parts is None:
+            rows.append(Row(key[0], key[1], value, ()))
+        elif not parts:
+            raise Unfit(f"the row of {key!r} is empty")
+        else:
+            rows.append(Row(key[0], key[1], parts[0], tuple(parts[1:])))
+    return rows
+
+
+def select(table: Mapping[Any, Any], profile: str) -> Mapping[Any, Any]:
+    """One profile of a table of several, as a table keyed ``(state, input)``.
+
+    ``table`` is keyed ``(profile, state, input)``, or maps each profile to
+    its own table; ``profile`` is a profile's name (an enum member's name,
+    or its ``str()``).
     """
-    if not table:
+    values = list(table.values())
+    if values and all(isinstance(value, Mapping) for value in values):
+        for key, value in table.items():
+            if _name(key) == profile:
+                return value  # type: ignore[no-any-return]
+        raise Unfit(f"no profile is named {profile!r}")
+    if not all(isinstance(key, tuple) and len(key) == 3 for key in table):
+        raise Unfit("not a table of several profiles")
+    selected = {
+        (state, what): row for (which, state, what), row in table.items() if _name(which) == profile
+    }
+    if not selected:
+        raise Unfit(f"no row is selected by {profile!r}")
+    return selected
+
+
+def _from(source: str) -> list[Row]:
+    """The rows at one place, or :class:`Unfit` saying why there are none there."""
+    match = _SOURCE.match(source)
+    if match is None:
+        raise ValueError(f"{source!r} is not 'module:ATTRIBUTE' or 'module:ATTRIBUTE[PROFILE]'")
+    module_name = match["module"]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and module_name.startswith(error.name):
+            raise Unfit(f"there is no module {module_name}") from None
+        raise  # the module exists and is broken: say so, do not draw another table
+    table = getattr(module, match["attribute"], None)
+    if not isinstance(table, Mapping):
+        raise Unfit(f"{module_name} has no table {match['attribute']}")
+    profile = match["select"]
+    return rows_of(table if profile is None else select(table, profile))
+
+
+def load_rows(diagram: Diagram) -> list[Row]:
+    """The rows of the first of a diagram's places that holds a fitting table."""
+    reasons = []
+    for source in diagram.sources:
+        try:
+            rows = _from(source)
+        except Unfit as why:
+            reasons.append(f"{source}: {why}")
+            continue
+        if not rows:
+            raise ValueError(f"the table at {source} is empty")
+        return rows
+    raise ValueError(f"no table for {diagram.title!r}: " + "; ".join(reasons))
+
+
+def _arrow_label(row: Row) -> str:
+    if not row.outcomes:
+        return _label(row.input)
+    return f"{_label(row.input)} / {_label(row.outcomes)}"
+
+
+def draw(rows: Sequence[Row], title: str) -> str:
+    """One Markdown section: ``title``, the Mermaid diagram of ``rows``, and the rows.
+
+    The first state that has a row is the start; a state with no rows of its
+    own is final.
+    """
+    if not rows:
         raise ValueError(f"the table of {title!r} is empty")
-    sources: list[State] = []
-    for state, _ in table:
-        if state not in sources:
-            sources.append(state)
-    finals: list[State] = []
-    for next_state, _ in table.values():
-        if next_state not in sources and next_state not in finals:
-            finals.append(next_state)
+    sources: list[object] = []
+    for row in rows:
+        if row.state not in sources:
+            sources.append(row.state)
+    finals: list[object] = []
+    for row in rows:
+        if row.next_state not in sources and row.next_state not in finals:
+            finals.append(row.next_state)
     lines = [f"## {title}", "", "```mermaid", "stateDiagram-v2", "    direction LR"]
     lines.append(f"    [*] --> {_node(sources[0])}")
-    for (state, what), (next_state, outcome) in table.items():
-        label = _mermaid_text(f"{_label(what)} / {_label(outcome)}")
-        lines.append(f"    {_node(state)} --> {_node(next_state)}: {label}")
+    for row in rows:
+        label = _mermaid_text(_arrow_label(row))
+        lines.append(f"    {_node(row.state)} --> {_node(row.next_state)}: {label}")
     lines.extend(f"    {_node(state)} --> [*]" for state in finals)
-    lines += ["```", "", "| state | input | next state | outcome |", "|---|---|---|---|"]
-    for (state, what), (next_state, outcome) in table.items():
-        cells = (_name(state), _label(what), _name(next_state), _label(outcome))
+    with_outcomes = any(row.outcomes for row in rows)
+    header = ["state", "input", "next state", *(["outcome"] if with_outcomes else [])]
+    lines += ["```", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for row in rows:
+        cells = [_name(row.state), _label(row.input), _name(row.next_state)]
+        if with_outcomes:
+            cells.append(_label(row.outcomes))
         lines.append("| " + " | ".join(_markdown_cell(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def load_table(diagram: Diagram) -> Mapping[tuple[Any, Any], tuple[Any, Any]]:
-    """The ``(state, input) -> (state, outcome)`` table a registration names."""
-    module_name, _, attribute = diagram.table.partition(":")
-    table: Mapping[Any, tuple[Any, Any]] = getattr(importlib.import_module(module_name), attribute)
-    if diagram.select is None:
-        return table
-    selected = {
-        (state, what): row
-        for (selector, state, what), row in table.items()
-        if _name(selector) == diagram.select
-    }
-    if not selected:
-        raise ValueError(f"no row of {diagram.table} is selected by {diagram.select!r}")
-    return selected
+def state_diagram(table: Mapping[Any, Any], title: str) -> str:
+    """:func:`draw` for a table keyed ``(state, input)``, of any of the shapes above."""
+    return draw(rows_of(table), title)
 
 
-def render(diagrams: Sequence[Diagram] = DIAGRAMS) -> str:
+def render(diagrams: Collection[Diagram] = DIAGRAMS) -> str:
     """The whole text of docs/states.md."""
-    sections = [state_diagram(load_table(diagram), diagram.title) for diagram in diagrams]
+    sections = [draw(load_rows(diagram), diagram.title) for diagram in diagrams]
     return _HEADER + "\n" + "\n".join(sections)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--check", action="store_true", help="exit 1 if states.md is stale")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="rewrite states.md (the default)")
+    mode.add_argument("--check", action="store_true", help="exit 1 if states.md is stale")
     arguments = parser.parse_args(argv)
     text = render()
     if arguments.check:
         current = STATES_MD.read_text(encoding="utf-8") if STATES_MD.exists() else ""
         if current != text:
-            print(f"{STATES_MD} is out of date: run python docs/state_diagrams.py")
+            print(f"{STATES_MD} is out of date: run {COMMAND}")
             return 1
         return 0
     STATES_MD.write_text(text, encoding="utf-8")
