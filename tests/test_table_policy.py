@@ -55,6 +55,14 @@ TIMED = ENDS | {PolicyInput.ASK_STARTED, PolicyInput.PATH_OPENED}
 ANSWERS = frozenset({PolicyOutcome.RETRY_RESET, PolicyOutcome.RETRY_COUNTED, PolicyOutcome.GIVE_UP})
 
 
+@pytest.fixture(autouse=True)
+def table_restored() -> Iterator[None]:
+    """Every change a test makes to the table is undone, in order, for the tests after it."""
+    yield
+    assert policy_module.POLICY_TRANSITIONS is POLICY_TRANSITIONS
+    assert list(POLICY_TRANSITIONS.items()) == list(ORIGINAL.items())
+
+
 class PinnedPolicy(ProxyPolicy):
     """A ProxyPolicy whose next ``ask_ended()`` is the input the test names."""
 
@@ -342,7 +350,11 @@ def test_a_row_the_table_adds_is_allowed(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_a_row_the_table_removes_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(POLICY_TRANSITIONS, (PolicyState.IDLE, PolicyInput.EXCHANGE_COMPLETED))
+    key = (PolicyState.IDLE, PolicyInput.EXCHANGE_COMPLETED)
+    # A copy without the row: deleting from the table itself would put the row
+    # back at the end, and the table's order is what the docs show.
+    without = {pair: row for pair, row in POLICY_TRANSITIONS.items() if pair != key}
+    monkeypatch.setattr(policy_module, "POLICY_TRANSITIONS", without)
     policy = ProxyPolicy()
     policy.exchange_completed()
     with pytest.raises(LocalProtocolError, match="exchange_completed"):
@@ -353,8 +365,10 @@ def test_a_row_the_table_removes_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
     ("what", "outcome", "message"),
     [
         (PolicyInput.NOTIFICATION, PolicyOutcome.NOTE_OPEN, "needs a time"),
-        (PolicyInput.NOTIFICATION, PolicyOutcome.RETRY_RESET, "needs a random draw"),
-        (PolicyInput.HEALTHY_END, PolicyOutcome.NOTHING, "neither schedules"),
+        (PolicyInput.NOTIFICATION, PolicyOutcome.RETRY_RESET, "answers ask_ended"),
+        # An AttemptsExhausted nobody receives would be giving up silently.
+        (PolicyInput.EXCHANGE_COMPLETED, PolicyOutcome.GIVE_UP, "answers ask_ended"),
+        (PolicyInput.HEALTHY_END, PolicyOutcome.NOTHING, "does not answer it"),
     ],
 )
 def test_a_row_that_does_not_fit_its_call_fails_loudly(
@@ -366,8 +380,12 @@ def test_a_row_that_does_not_fit_its_call_fails_loudly(
     driver = Driver(PinnedPolicy(require_exchange=False))
     apply(driver, PolicyInput.ASK_STARTED)
     apply(driver, PolicyInput.PATH_OPENED)
+    before = record(driver.policy)
     with pytest.raises(ValueError, match=message):
         apply(driver, what)
+    if outcome is not PolicyOutcome.NOTE_OPEN:  # refused before anything changed
+        assert record(driver.policy) == before
+    assert driver.policy.state is PolicyState.OPEN
 
 
 # -- which end is which: the choice the table checks pin ----------------------------------

@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Final, cast
 
 import attrs
 
@@ -409,14 +409,9 @@ class ProxyPolicy:
         """
         moment = self._moment(now)
         draw = _check_random(random)
-        what = self._end_input(moment)
-        answer = self._apply(what, moment, draw)
-        if answer is None:
-            raise ValueError(
-                f"POLICY_TRANSITIONS answers {what.value!r} in state {self._state.name}"
-                " with an outcome that neither schedules a retry nor gives up"
-            )
-        return answer
+        answer = self._apply(self._end_input(moment), moment, draw)
+        # Not None: _apply runs only outcomes that answer for a call with a draw.
+        return cast("RetryScheduled | AttemptsExhausted", answer)
 
     # -- internals ------------------------------------------------------------
 
@@ -463,7 +458,16 @@ class ProxyPolicy:
             following, outcome = POLICY_TRANSITIONS[(self._state, what)]
         except KeyError:
             raise LocalProtocolError(_refusal(self._state, what)) from None
-        answer = _HANDLERS[outcome](self, _Call(what, outcome, moment, draw))
+        call = _Call(what, outcome, moment, draw)
+        # Only ask_ended() passes a draw, and only it is answered: a table
+        # giving it no answer, or giving one to a call that drops it, is broken.
+        if (outcome in _ANSWERS) is (draw is None):
+            raise ValueError(
+                call.misfit("which does not answer it")
+                if draw is not None
+                else call.misfit("which answers ask_ended() only")
+            )
+        answer = _HANDLERS[outcome](self, call)
         self._state = following
         if moment is not None:
             self._last_now = moment
@@ -523,21 +527,26 @@ class _Call:
     def time(self) -> float:
         """The call's time; a table giving this outcome to an untimed call is broken."""
         if self.moment is None:
-            raise ValueError(self._mismatch("a time"))
+            raise ValueError(self.misfit("which needs a time that call does not pass"))
         return self.moment
 
     def random(self) -> float:
         """The call's random draw (only ``ask_ended()`` passes one)."""
         if self.draw is None:
-            raise ValueError(self._mismatch("a random draw"))
+            raise ValueError(self.misfit("which needs a random draw that call does not pass"))
         return self.draw
 
-    def _mismatch(self, needed: str) -> str:
+    def misfit(self, why: str) -> str:
+        """Why the table's row does not fit this call."""
         return (
-            f"POLICY_TRANSITIONS gives {self.what.value!r} the outcome {self.outcome.name},"
-            f" which needs {needed} that call does not pass"
+            f"POLICY_TRANSITIONS gives {self.what.value!r} the outcome {self.outcome.name}, {why}"
         )
 
+
+#: The outcomes that answer ``ask_ended()``.
+_ANSWERS: Final = frozenset(
+    {PolicyOutcome.RETRY_RESET, PolicyOutcome.RETRY_COUNTED, PolicyOutcome.GIVE_UP}
+)
 
 #: The dispatch: what each outcome of :data:`POLICY_TRANSITIONS` does.
 _HANDLERS: Final[Mapping[PolicyOutcome, Callable[[ProxyPolicy, _Call], _Answer]]] = {
