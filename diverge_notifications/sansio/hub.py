@@ -6,11 +6,13 @@ path's writer drains. Nothing is replayed: a subscriber gets what is
 published while it is subscribed, and a new subscription starts empty.
 
 **Bounded queues.** A notification that arrives while a subscriber's queue
-is full is not queued for it. The loss is not reported on the wire (seed
-001: "the sequence does not report the loss"); it is counted in
+is full is not queued for it. The loss is not reported on the wire (the
+Diverge 2.3.0 specification page for the container proxy's notification
+response: "the sequence does not report the loss"); it is counted in
 :attr:`Subscriber.dropped`, exactly.
 
-**Filters** (seed 004, named after MCP 2026-07-28's ``SubscriptionFilter``).
+**Filters** (after the MCP server library's notifications page, named after
+MCP 2026-07-28's ``SubscriptionFilter``).
 A subscriber with an :class:`Interest` narrows four topics, routed by the
 notification's ``method``:
 
@@ -26,9 +28,10 @@ published method                         reaches a subscriber whose interest has
 =======================================  =============================================
 
 Every other method (progress, cancelled, elicitation, tasks, custom ones)
-reaches every subscriber: seed 000 relays the whole union, deliberately,
-and a filter narrows only the topics it names. A subscriber with no
-interest at all (``None``) gets everything.
+reaches every subscriber: kind 4 relays the whole union, deliberately (the
+Diverge 2.3.0 specification page ``/mcp/notifications/{channel}``), and a
+filter narrows only the topics it names. A subscriber with no interest at
+all (``None``) gets everything.
 
 Publishing costs O(subscribers it reaches): subscribers are indexed by URI,
 by list-changed flag and by log level, so a ``resources/updated`` for one
