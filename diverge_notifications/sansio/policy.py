@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Mapping
-from typing import Final, cast
+from typing import Final, NamedTuple, cast
 
 import attrs
 
@@ -515,8 +515,7 @@ class ProxyPolicy:
 _Answer = RetryScheduled | AttemptsExhausted | None
 
 
-@attrs.frozen
-class _Call:
+class _Call(NamedTuple):
     """One call as a handler sees it: its input, the outcome, its time and draw."""
 
     what: PolicyInput
