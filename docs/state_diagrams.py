@@ -26,7 +26,11 @@ and where the table lives, as ``"module:ATTRIBUTE"``, or
 ``"module:ATTRIBUTE[PROFILE]"`` for one profile of a table of several. A
 diagram may list several places, tried in order, so that a table can move
 to a new module and still be found in the old one meanwhile: the first
-place whose module and attribute exist and whose shape fits is drawn.
+place whose module and attribute exist and whose shape fits is drawn. A
+place ``"package.*:ATTRIBUTE"`` is whichever module directly under
+``package`` has the table (an error if different modules have different
+tables of that name); the diagrams list it last, so that a table found
+nowhere else is still drawn wherever it moved.
 """
 
 from __future__ import annotations
@@ -35,16 +39,20 @@ import argparse
 import dataclasses
 import enum
 import importlib
+import pkgutil
 import re
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 STATES_MD = Path(__file__).resolve().parent / "states.md"
 COMMAND = "python docs/state_diagrams.py --write"
 
-_SOURCE = re.compile(r"(?P<module>[\w.]+):(?P<attribute>\w+)(?:\[(?P<select>\w+)\])?\Z")
+_SOURCE = re.compile(
+    r"(?P<module>\w+(?:\.\w+)*(?:\.\*)?):(?P<attribute>\w+)(?:\[(?P<select>\w+)\])?\Z"
+)
 
 
 class Diagram(NamedTuple):
@@ -69,59 +77,67 @@ class Unfit(LookupError):
     """A place that holds no table of the expected shape."""
 
 
-_PROXY = "diverge_notifications.sansio.proxy"
-_EXCHANGE = "diverge_notifications.sansio.exchange"
-_SEQUENCE = "diverge_notifications.sansio.sequence"
-_SERVER = "diverge_notifications.sansio.server"
-_WRITER = "diverge_notifications.sansio.writer"
-_POLICY = "diverge_notifications.sansio.policy"
-_LISTENING = "diverge_notifications.sansio.listening"
-_SERVING = "diverge_notifications.sansio.serving"
+_CORE = "diverge_notifications.sansio"
+
+
+def _places(attribute: str, *modules: str, select: str | None = None) -> tuple[str, ...]:
+    """``attribute`` in each of ``modules`` (newest place first), then anywhere in the core."""
+    suffix = "" if select is None else f"[{select}]"
+    return tuple(f"{_CORE}.{module}:{attribute}{suffix}" for module in (*modules, "*"))
+
 
 #: The diagrams of docs/states.md, in order.
 DIAGRAMS: list[Diagram] = [
     Diagram(
         "ProxyConnection: one ask on one HTTP/1.1 connection",
-        (f"{_PROXY}:PROXY_TRANSITIONS",),
+        _places("PROXY_TRANSITIONS", "proxy_table", "proxy"),
     ),
     Diagram(
         "ExchangeConnection: the answer of a one-shot exchange",
-        (f"{_EXCHANGE}:ANSWER_TRANSITIONS", f"{_PROXY}:ANSWER_TRANSITIONS"),
+        _places("ANSWER_TRANSITIONS", "exchange", "proxy"),
     ),
-    Diagram("Sequence rules: provider profile", (f"{_SEQUENCE}:TRANSITIONS[PROVIDER]",)),
-    Diagram("Sequence rules: container profile", (f"{_SEQUENCE}:TRANSITIONS[CONTAINER]",)),
+    Diagram(
+        "Sequence rules: provider profile",
+        _places("TRANSITIONS", "sequence", select="PROVIDER"),
+    ),
+    Diagram(
+        "Sequence rules: container profile",
+        _places("TRANSITIONS", "sequence", select="CONTAINER"),
+    ),
     Diagram(
         "ServerConnection: one ask on one HTTP/1.1 connection (provider profile)",
         (
-            f"{_SERVER}:SERVER_TRANSITIONS[PROVIDER]",
-            f"{_SERVER}:SERVER_TRANSITIONS_BY_PROFILE[PROVIDER]",
-            f"{_SERVER}:SERVER_TRANSITIONS",
+            *_places("SERVER_TRANSITIONS_BY_PROFILE", "server_states", "server", select="PROVIDER"),
+            *_places("SERVER_TRANSITIONS", "server_states", "server", select="PROVIDER"),
+            *_places("SERVER_TRANSITIONS", "server_states", "server"),
         ),
     ),
     Diagram(
         "ServerConnection: container profile",
         (
-            f"{_SERVER}:SERVER_TRANSITIONS[CONTAINER]",
-            f"{_SERVER}:SERVER_TRANSITIONS_BY_PROFILE[CONTAINER]",
-            f"{_SERVER}:CONTAINER_SERVER_TRANSITIONS",
+            *_places(
+                "SERVER_TRANSITIONS_BY_PROFILE", "server_states", "server", select="CONTAINER"
+            ),
+            *_places("SERVER_TRANSITIONS", "server_states", "server", select="CONTAINER"),
+            *_places("CONTAINER_SERVER_TRANSITIONS", "server_states", "server"),
         ),
     ),
     Diagram(
         "ContainerWriter: container profile",
-        (f"{_WRITER}:WRITER_TRANSITIONS[CONTAINER]", f"{_SERVER}:WRITER_TRANSITIONS[CONTAINER]"),
+        _places("WRITER_TRANSITIONS", "writer", "server", select="CONTAINER"),
     ),
     Diagram(
         "ContainerWriter: provider profile",
-        (f"{_WRITER}:WRITER_TRANSITIONS[PROVIDER]", f"{_SERVER}:WRITER_TRANSITIONS[PROVIDER]"),
+        _places("WRITER_TRANSITIONS", "writer", "server", select="PROVIDER"),
     ),
-    Diagram("ProxyPolicy: when the proxy may ask", (f"{_POLICY}:POLICY_TRANSITIONS",)),
+    Diagram("ProxyPolicy: when the proxy may ask", _places("POLICY_TRANSITIONS", "policy")),
     Diagram(
         "ListenDriver: a listener asking again and again",
-        (f"{_LISTENING}:LISTEN_TRANSITIONS",),
+        _places("LISTEN_TRANSITIONS", "listening"),
     ),
     Diagram(
         "ServingConnection: one accepted connection of a server",
-        (f"{_SERVING}:SERVING_TRANSITIONS",),
+        _places("SERVING_TRANSITIONS", "serving"),
     ),
 ]
 
@@ -228,21 +244,47 @@ def select(table: Mapping[Any, Any], profile: str) -> Mapping[Any, Any]:
     return selected
 
 
+def _module(name: str) -> ModuleType:
+    """Import ``name``; :class:`Unfit` if there is no such module."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and name.startswith(error.name):
+            raise Unfit(f"there is no module {name}") from None
+        raise  # the module exists and is broken: say so, do not draw another table
+
+
+def _table_in_package(package_name: str, attribute: str) -> Mapping[Any, Any]:
+    """The one table named ``attribute`` in the modules directly under a package."""
+    package = _module(package_name)
+    # Keyed by identity: a module that imports the table from another holds the same one.
+    found: dict[int, tuple[list[str], Mapping[Any, Any]]] = {}
+    for info in pkgutil.iter_modules(getattr(package, "__path__", [])):
+        name = f"{package_name}.{info.name}"
+        table = getattr(importlib.import_module(name), attribute, None)
+        if isinstance(table, Mapping):
+            found.setdefault(id(table), ([], table))[0].append(name)
+    if not found:
+        raise Unfit(f"no module of {package_name} has a table {attribute}")
+    if len(found) > 1:
+        places = "; ".join(", ".join(names) for names, _ in found.values())
+        raise ValueError(f"several different tables named {attribute}: {places}")
+    return next(iter(found.values()))[1]
+
+
 def _from(source: str) -> list[Row]:
     """The rows at one place, or :class:`Unfit` saying why there are none there."""
     match = _SOURCE.match(source)
     if match is None:
         raise ValueError(f"{source!r} is not 'module:ATTRIBUTE' or 'module:ATTRIBUTE[PROFILE]'")
-    module_name = match["module"]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name is not None and module_name.startswith(error.name):
-            raise Unfit(f"there is no module {module_name}") from None
-        raise  # the module exists and is broken: say so, do not draw another table
-    table = getattr(module, match["attribute"], None)
-    if not isinstance(table, Mapping):
-        raise Unfit(f"{module_name} has no table {match['attribute']}")
+    module_name, attribute = match["module"], match["attribute"]
+    if module_name.endswith(".*"):
+        table = _table_in_package(module_name[:-2], attribute)
+    else:
+        found = getattr(_module(module_name), attribute, None)
+        if not isinstance(found, Mapping):
+            raise Unfit(f"{module_name} has no table {attribute}")
+        table = found
     profile = match["select"]
     return rows_of(table if profile is None else select(table, profile))
 

@@ -247,8 +247,9 @@ def test_select_picks_one_profile() -> None:
 def modules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A directory on sys.path for throwaway modules."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("lamp_old", "lamp_new", "lamp_broken"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    for name in list(sys.modules):
+        if name.startswith("lamp_"):
+            monkeypatch.delitem(sys.modules, name)
     return tmp_path
 
 
@@ -291,3 +292,20 @@ def test_a_broken_module_is_an_error_not_a_reason_to_look_elsewhere(modules: Pat
 def test_a_place_must_be_spelled_module_colon_attribute() -> None:
     with pytest.raises(ValueError, match="module:ATTRIBUTE"):
         SCRIPT.load_rows(SCRIPT.Diagram("x", ("diverge_notifications.sansio.policy",)))
+
+
+def test_a_table_found_wherever_it_moved_in_a_package(modules: Path) -> None:
+    package = modules / "lamp_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "lights.py").write_text(LAMP_MODULE % "moved", encoding="utf-8")
+    (package / "again.py").write_text("from .lights import TRANSITIONS\n", encoding="utf-8")
+    anywhere = SCRIPT.Diagram("Lamp", ("lamp_pkg.old:TRANSITIONS", "lamp_pkg.*:TRANSITIONS"))
+    assert SCRIPT.load_rows(anywhere)[1].outcomes == ("moved",)  # one table, re-exported
+    (package / "copy.py").write_text(LAMP_MODULE % "copied", encoding="utf-8")
+    places = "lamp_pkg.again, lamp_pkg.lights; lamp_pkg.copy"  # the same table; another
+    with pytest.raises(ValueError, match=re.escape(f"named TRANSITIONS: {places}")):
+        SCRIPT.load_rows(anywhere)
+    missing = SCRIPT.Diagram("Lamp", ("lamp_pkg.*:NO_TRANSITIONS",))
+    with pytest.raises(ValueError, match="no module of lamp_pkg"):
+        SCRIPT.load_rows(missing)
