@@ -10,7 +10,8 @@ never more than fits, and that nothing piles up in the scrollback.
 Under a pseudo-terminal, ``python -m diverge_notifications listen`` runs
 against a server in this process that publishes escape sequences in every
 field; none may reach the terminal raw. Another run sends fifty progress
-tokens to a twelve-row window.
+tokens to a twelve-row window, and two more show progress, coloured log
+levels and a list change from ``serve --stdin``, with and without colour.
 """
 
 from __future__ import annotations
