@@ -196,6 +196,21 @@ def test_visible_leaves_nothing_raw(text: str) -> None:
     assert visible(text, ascii_only=True).isascii()
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES)
+def test_visible_json_is_the_same_json(value: Any) -> None:
+    # Log data and custom params are shown as JSON: escaped, they still read back.
+    text = json.dumps(value, ensure_ascii=False)
+    assert json.loads(visible(text)) == value
+    assert json.loads(visible(text, ascii_only=True)) == value
+
+
 @given(st.text(), st.integers(min_value=1, max_value=60))
 def test_fit_is_visible_and_cut_to_the_columns(text: str, columns: int) -> None:
     shown = fit(text, columns)
