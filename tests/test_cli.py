@@ -2,8 +2,8 @@
 
 The end-to-end tests run ``python -m diverge_notifications`` as subprocesses
 on free loopback ports. Exit statuses 3 and 4 come from a raw-socket server
-that writes a scripted answer; the human view is checked under a
-pseudo-terminal.
+that writes a scripted answer. The human view on a terminal is tested in
+``test_terminal.py``.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ import contextlib
 import io
 import itertools
 import json
-import os
-import pty
 import shlex
 import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -56,13 +52,11 @@ from diverge_notifications.cli import (
     main,
     notification_line,
 )
-from diverge_notifications.cli.terminal import LEVEL_STYLES, HumanView, color_wanted
 from diverge_notifications.sansio import (
     AttemptsExhausted,
     ErrorData,
     FrameError,
     FrameErrorReason,
-    LogLevel,
     MessageRejected,
     Notification,
     NotificationReceived,
@@ -414,98 +408,6 @@ def test_core_commands_import_neither_mcp_nor_trio() -> None:
     assert result.stdout.strip() == b"[]"
 
 
-# --- the human view under a pseudo-terminal ------------------------------------------------
-
-
-def _read_pty(master: int, into: bytearray, lock: threading.Lock) -> None:
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO once the other side is closed
-            return
-        if not data:
-            return
-        with lock:
-            into += data
-
-
-def _run_human_listen(no_color: bool) -> bytes:
-    env = cli_env(TERM="xterm-256color", NO_COLOR="1" if no_color else None)
-    progress = [
-        Notification(
-            "notifications/progress",
-            {"progressToken": "build", "progress": step, "total": 4, "message": f"step {step}"},
-        )
-        for step in (1, 2, 4)
-    ]
-    logs = [
-        Notification("notifications/message", {"level": level, "data": f"{level} text"})
-        for level in ("info", "warning", "error")
-    ]
-    changed = Notification("notifications/resources/list_changed")
-    output = bytearray()
-    lock = threading.Lock()
-    with ServeProcess("--stdin") as serve:
-        master, slave = pty.openpty()
-        try:
-            listen = subprocess.Popen(
-                cli_command("listen", serve.url, "--once"),
-                stdin=slave,
-                stdout=slave,
-                stderr=subprocess.PIPE,
-                env=env,
-            )
-        finally:
-            os.close(slave)
-        reader = threading.Thread(target=_read_pty, args=(master, output, lock), daemon=True)
-        reader.start()
-        try:
-            deadline = time.monotonic() + HANG_GUARD
-            while b"listening on channel" not in bytes(output):
-                assert listen.poll() is None and time.monotonic() < deadline, bytes(output)
-                time.sleep(0.02)
-            serve.send_line(progress[0].to_bytes())
-            serve.send_line(logs[0].to_bytes())
-            serve.send_line(progress[1].to_bytes())
-            serve.send_line(logs[1].to_bytes())
-            serve.send_line(changed.to_bytes())
-            serve.send_line(logs[2].to_bytes())
-            serve.send_line(progress[2].to_bytes())
-            while b"100%" not in bytes(output):
-                assert time.monotonic() < deadline, bytes(output)
-                time.sleep(0.02)
-            assert serve.interrupt() == EXIT_OK
-            assert listen.wait(HANG_GUARD) == EXIT_OK
-        finally:
-            kill_if_running(listen)
-            assert listen.stderr is not None
-            listen.stderr.close()
-            reader.join(HANG_GUARD)
-            os.close(master)
-    return bytes(output)
-
-
-def test_human_view_on_a_terminal() -> None:
-    output = _run_human_listen(no_color=False)
-    text = output.decode("utf-8")
-    assert "build" in text and "█" in text  # the progress bar
-    assert "1/4" in text and "2/4" in text and "100% 4/4" in text
-    assert "\x1b[1A" in text or "\x1b[2A" in text  # redrawn in place
-    warning = f"\x1b[{LEVEL_STYLES[LogLevel.WARNING]}mwarning"
-    error = f"\x1b[{LEVEL_STYLES[LogLevel.ERROR]}merror"
-    assert warning in text and "warning text" in text
-    assert error in text and "error text" in text
-    assert "resources list changed" in text
-    assert "the path ended cleanly" in text
-    assert "{" not in text  # no JSON lines on a terminal
-
-
-def test_human_view_respects_no_color() -> None:
-    text = _run_human_listen(no_color=True).decode("utf-8")
-    assert "warning text" in text and "error text" in text and "100% 4/4" in text
-    assert "\x1b[3" not in text and "\x1b[1;" not in text and "\x1b[2m" not in text
-
-
 # --- output records and line handling, in process ---------------------------------------------
 
 
@@ -644,53 +546,6 @@ def test_line_splitter_random_splits(cuts: list[int]) -> None:
     bounds = [0, *sorted(cuts), len(STDIN_SAMPLE)]
     chunks = [STDIN_SAMPLE[start:end] for start, end in itertools.pairwise(bounds)]
     assert _split_all(chunks) == STDIN_LINES
-
-
-def test_human_view_in_process() -> None:
-    stream = io.StringIO()
-    view = HumanView(stream, color=False, live=False, width=100)
-    view.event(StreamOpened(channel="c1"))
-    for step in (1, 3):
-        view.notification(
-            Notification(
-                "notifications/progress", {"progressToken": 9, "progress": step, "total": 3}
-            )
-        )
-    view.notification(Notification("notifications/message", {"level": "notice", "data": {"a": 1}}))
-    view.notification(Notification("notifications/cancelled", {"requestId": 4, "reason": "late"}))
-    view.notification(Notification("vendor/thing", {"x": [1, 2]}))
-    view.event(StreamBroken(reason="reset by peer"))
-    view.event(RetryScheduled(delay=0.5, attempt=1))
-    view.event(ConnectionFailed(reason="refused"))
-    view.close()
-    text = stream.getvalue()
-    assert "\x1b" not in text
-    assert "#9" in text and "1/3" in text and "100% 3/3" in text
-    assert 'notice    {"a":1}' in text
-    assert "request 4 cancelled: late" in text
-    assert 'vendor/thing {"x":[1,2]}' in text
-    assert "the path broke: reset by peer" in text
-    assert "asking again in 0.50 s (attempt 1)" in text
-    assert "could not connect: refused" in text
-
-
-def test_human_view_makes_troubles_stand_out() -> None:
-    stream = io.StringIO()
-    view = HumanView(stream, color=True, live=False)
-    view.event(ConnectionFailed(reason="refused"))
-    view.event(NotServed(status=401, reason="a valid bearer token is required"))
-    view.event(NotServed(status=200, reason="a clean end with nothing"))
-    lines = stream.getvalue().splitlines()
-    assert lines[0].startswith("\x1b[33m") and "could not connect: refused" in lines[0]
-    assert lines[1].startswith("\x1b[33m") and "not served (401)" in lines[1]
-    assert lines[2].startswith("\x1b[2m") and "not served (200)" in lines[2]  # dim: not trouble
-
-
-def test_color_wanted() -> None:
-    assert color_wanted({"TERM": "xterm"})
-    assert color_wanted({"TERM": "xterm", "NO_COLOR": ""})
-    assert not color_wanted({"TERM": "xterm", "NO_COLOR": "1"})
-    assert not color_wanted({"TERM": "dumb"})
 
 
 # --- tokens ------------------------------------------------------------------------------
