@@ -2,8 +2,8 @@
 
 A :class:`ServerConnection` serves exactly one ask on one HTTP/1.1
 connection (DESIGN §4: one ask per connection, ``Connection: close`` on
-every response). It reads the request with h11 and turns it into one of
-three events:
+every response). Its :class:`~.ask_reader.AskReader` reads the request
+(with h11) and the connection turns the verdict into one of three events:
 
 * :class:`NotificationsAsked` — a valid kind-4 ask; the application writes
   the path with :meth:`ServerConnection.start_path`,
@@ -20,28 +20,26 @@ path or the answer ended). Then close the socket once the bytes are out.
 
 Both sides of the connection follow one transition table,
 :data:`SERVER_TRANSITIONS` (provider profile; the table in force for each
-profile is in :data:`SERVER_TRANSITIONS_BY_PROFILE`): an ask arriving, a
-refusal and the peer closing before it asked are inputs of the table as
-much as every write is. Each input is looked up and the connection does
-what the outcome found there says; a write the table does not allow raises
-:class:`LocalProtocolError` and changes nothing. The path's rows come from
-the profile grammar (:data:`~.sequence.PROFILE_GRAMMAR`), which the reader
-and the container writer (:mod:`.writer`) follow too.
+profile is in :data:`SERVER_TRANSITIONS_BY_PROFILE`; both are defined in
+:mod:`.server_states`): an ask arriving, a refusal and the peer closing
+before it asked are inputs of the table as much as every write is. Each
+input is looked up and the connection does what the outcome found there
+says (``_EFFECTS``, one method per outcome); a write the table does not
+allow raises :class:`LocalProtocolError` and changes nothing. The path's
+rows come from the profile grammar (:data:`~.sequence.PROFILE_GRAMMAR`),
+which the reader and the container writer (:mod:`.writer`) follow too.
 """
 
 from __future__ import annotations
 
-import enum
-import hmac
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
-import h11
-
-from ._errors import AskError, LocalProtocolError
+from ._errors import LocalProtocolError
 from ._json import JsonError, dumps, parse
-from .asks import Ask, Exchange, decode_ask
+from .ask_reader import AskReader, Refusal
+from .asks import Ask, Exchange
 from .events import (
     NEED_DATA,
     AskRefused,
@@ -54,15 +52,12 @@ from .events import (
 from .framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE
 from .http import (
     ASK_PATH,
-    CONTINUE_RESPONSE,
-    HEAD_END,
     KEEPALIVE_CHUNK,
     LAST_CHUNK,
     ChannelIds,
     answer_head,
     check_token,
     refusal_response,
-    target_path,
 )
 from .mcp import ErrorData, Notification
 from .messages import (
@@ -73,7 +68,16 @@ from .messages import (
     as_notification,
     pack_frame_head,
 )
-from .sequence import GrammarPoint, Part, Profile, allows, violates_profile
+from .sequence import Profile
+from .server_states import (
+    CONTAINER_SERVER_TRANSITIONS,
+    SERVER_RULES,
+    SERVER_TRANSITIONS,
+    SERVER_TRANSITIONS_BY_PROFILE,
+    ServerInput,
+    ServerOutcome,
+    ServerState,
+)
 
 __all__ = [
     "CONTAINER_SERVER_TRANSITIONS",
@@ -84,183 +88,6 @@ __all__ = [
     "ServerOutcome",
     "ServerState",
 ]
-
-# --- the transition table ------------------------------------------------------
-
-
-class ServerState(enum.Enum):
-    """Where a :class:`ServerConnection` is."""
-
-    #: Reading the request.
-    AWAITING_ASK = "awaiting ask"
-    #: A kind-4 ask arrived; nothing written yet.
-    NOTIFICATIONS_ASKED = "notifications asked"
-    #: A kind 0-3 ask arrived; nothing written yet.
-    EXCHANGE_ASKED = "exchange asked"
-    #: The 200 head is written; no notification yet (keep-alives do not count).
-    PATH_OPEN = "path open"
-    #: One or more notifications written.
-    PATH_NOTIFYING = "path notifying"
-    #: The answer is complete (clean end written); close the connection.
-    DONE = "done"
-    #: The ask was refused; the error response is queued; close the connection.
-    REFUSED = "refused"
-    #: The peer closed the connection before asking.
-    CLOSED = "closed"
-
-
-class ServerInput(enum.Enum):
-    """What can happen to a :class:`ServerConnection`: an ask arriving, or a write."""
-
-    NOTIFICATIONS_ASK = "kind-4 ask"
-    EXCHANGE_ASK = "kind 0-3 ask"
-    INVALID_ASK = "invalid request"
-    PEER_CLOSED = "peer closed"
-    START_PATH = "start_path"
-    NOTIFICATION = "send_notification"
-    KEEPALIVE = "send_keepalive"
-    ERROR = "send_error"
-    END = "end_path"
-    DECLINE = "decline"
-    ANSWER = "answer / answer_error"
-
-
-class ServerOutcome(enum.Enum):
-    """What a transition produces: an event, or bytes to write."""
-
-    NOTIFICATIONS_ASKED = "NotificationsAsked"
-    EXCHANGE_ASKED = "ExchangeAsked"
-    REFUSED = "AskRefused (error response queued)"
-    CLOSED = "ConnectionClosed"
-    HEAD = "200 head"
-    FRAME = "notification frame"
-    KEEPALIVE = "keep-alive frame"
-    ERROR_AND_END = "error frame + clean end"
-    END = "clean end"
-    HEAD_AND_END = "200 head + clean end (not served)"
-    ANSWER = "200 head + one frame + clean end"
-
-
-_S = ServerState
-_I = ServerInput
-_O = ServerOutcome
-
-_ServerTable = Mapping[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]]
-_Row = tuple[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]]
-
-#: The path's states, by the point of the profile grammar each stands for.
-_PATH_POINTS: Final[Mapping[ServerState, GrammarPoint]] = {
-    _S.PATH_OPEN: None,
-    _S.PATH_NOTIFYING: Part.NOTIFICATION,
-}
-#: The writes that are parts of the grammar.
-_PATH_PARTS: Final[Mapping[ServerInput, Part]] = {
-    _I.NOTIFICATION: Part.NOTIFICATION,
-    _I.ERROR: Part.ERROR,
-    _I.END: Part.FINISH,
-}
-
-
-def _path_rows(profile: Profile, state: ServerState, after: GrammarPoint) -> Iterator[_Row]:
-    """The rows of one path state: what the grammar lets follow ``after``, and keep-alives."""
-    if allows(profile, after, Part.NOTIFICATION):
-        yield (state, _I.NOTIFICATION), (_S.PATH_NOTIFYING, _O.FRAME)
-    yield (state, _I.KEEPALIVE), (state, _O.KEEPALIVE)
-    if allows(profile, after, Part.ERROR):
-        # Nothing but the finish may follow an error: it is written with it.
-        yield (state, _I.ERROR), (_S.DONE, _O.ERROR_AND_END)
-    if allows(profile, after, Part.FINISH):
-        yield (state, _I.END), (_S.DONE, _O.END)
-        if after is None:
-            yield (state, _I.DECLINE), (_S.DONE, _O.END)
-
-
-def _server_table(profile: Profile) -> _ServerTable:
-    """The table of ``profile``: the ask's rows, then the path's from the grammar."""
-    table: dict[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]] = {
-        (_S.AWAITING_ASK, _I.NOTIFICATIONS_ASK): (_S.NOTIFICATIONS_ASKED, _O.NOTIFICATIONS_ASKED),
-        (_S.AWAITING_ASK, _I.EXCHANGE_ASK): (_S.EXCHANGE_ASKED, _O.EXCHANGE_ASKED),
-        (_S.AWAITING_ASK, _I.INVALID_ASK): (_S.REFUSED, _O.REFUSED),
-        (_S.AWAITING_ASK, _I.PEER_CLOSED): (_S.CLOSED, _O.CLOSED),
-        (_S.NOTIFICATIONS_ASKED, _I.START_PATH): (_S.PATH_OPEN, _O.HEAD),
-    }
-    if allows(profile, None, Part.FINISH):
-        # Declining is the finish with nothing before it: not served.
-        table[(_S.NOTIFICATIONS_ASKED, _I.DECLINE)] = (_S.DONE, _O.HEAD_AND_END)
-    # A one-shot exchange is answered once, whatever the path profile.
-    table[(_S.EXCHANGE_ASKED, _I.ANSWER)] = (_S.DONE, _O.ANSWER)
-    table[(_S.EXCHANGE_ASKED, _I.DECLINE)] = (_S.DONE, _O.HEAD_AND_END)
-    for state, after in _PATH_POINTS.items():
-        table.update(_path_rows(profile, state, after))
-    return table
-
-
-#: (state, input) -> (next state, outcome) for the provider profile (seed 000):
-#: notifications, then at most one error, then the clean end. A pair that is
-#: not in the table is refused with :class:`LocalProtocolError`.
-SERVER_TRANSITIONS: Final[_ServerTable] = _server_table(Profile.PROVIDER)
-
-#: The container profile (seeds 001/003): once a notification is written the
-#: path takes neither an error nor an end; an error comes first or not at all.
-CONTAINER_SERVER_TRANSITIONS: Final[_ServerTable] = _server_table(Profile.CONTAINER)
-
-#: The table in force for each profile.
-SERVER_TRANSITIONS_BY_PROFILE: Final[Mapping[Profile, _ServerTable]] = {
-    Profile.PROVIDER: SERVER_TRANSITIONS,
-    Profile.CONTAINER: CONTAINER_SERVER_TRANSITIONS,
-}
-
-
-def _final_states(table: _ServerTable) -> frozenset[ServerState]:
-    """The states the table has no row from: entering one ends the connection."""
-    return frozenset(ServerState) - {state for state, _ in table}
-
-
-def _frame_loop(table: _ServerTable) -> ServerState | None:
-    """The state in which a notification is a frame that keeps the state, if there is one.
-
-    :meth:`ServerConnection.send_notification` writes there without a
-    lookup (on a busy server, hashing the enum members costs more than the
-    rest of the write).
-    """
-    for (state, what), (following, outcome) in table.items():
-        if what is _I.NOTIFICATION and following is state and outcome is _O.FRAME:
-            return state
-    return None
-
-
-# How a write the grammar forbids is refused, by the point it came after.
-_VIOLATION_TEXT: Final[Mapping[tuple[GrammarPoint, Part], str]] = {
-    (Part.NOTIFICATION, Part.ERROR): "an error after a notification",
-    (Part.NOTIFICATION, Part.FINISH): "an end after notifications",
-}
-
-
-def _why_refused(profile: Profile) -> Mapping[tuple[ServerState, ServerInput], str]:
-    """Why ``profile`` refuses the writes its grammar forbids (others get a plain reason)."""
-    reasons = {}
-    for state, after in _PATH_POINTS.items():
-        for what, part in _PATH_PARTS.items():
-            if violates_profile(profile, after, part):
-                text = _VIOLATION_TEXT.get((after, part), f"{what.value} in state {state.name}")
-                reasons[(state, what)] = f"{text} violates the {profile.value} profile"
-    return reasons
-
-
-class _Rules(NamedTuple):
-    """What a connection reads off its profile's table, once."""
-
-    table: _ServerTable
-    final: frozenset[ServerState]
-    frame_loop: ServerState | None
-    why_refused: Mapping[tuple[ServerState, ServerInput], str]
-
-
-_RULES: Final[Mapping[Profile, _Rules]] = {
-    profile: _Rules(table, _final_states(table), _frame_loop(table), _why_refused(profile))
-    for profile, table in SERVER_TRANSITIONS_BY_PROFILE.items()
-}
-
 
 # --- encoding helpers ----------------------------------------------------------
 
@@ -309,37 +136,6 @@ def _chunk_of_one(tag: int, json: bytes) -> bytes:
     return _FRAME_CHUNK % (payload + PREFIX_SIZE, pack_frame_head(payload, tag), json)
 
 
-def _shorten(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# --- reading the request -------------------------------------------------------
-
-
-class _Reading(enum.Enum):
-    HEAD = "head"  # waiting for the end of the request head
-    HTTP = "http"  # the head is complete; h11 parses head and body
-    OVER = "over"  # the request was read (or refused); further bytes are discarded
-
-
-_REASON_NOT_FOUND: Final = "this server answers only POST {path}"
-_REASON_METHOD: Final = "{path} takes POST only"
-_REASON_VERSION: Final = "an ask needs HTTP/1.1"
-_REASON_UNAUTHORIZED: Final = "a valid bearer token is required"
-_REASON_TOO_LARGE: Final = "the ask is larger than the limit of {limit} bytes"
-_REASON_HEAD_TOO_LARGE: Final = "the request head is larger than the limit of {limit} bytes"
-_REASON_BAD_LINE: Final = "malformed HTTP request: illegal request line"
-_REASON_HEAD_CUT: Final = "malformed HTTP request: the connection ended inside the request head"
-_REASON_BODY_CUT: Final = "malformed HTTP request: the connection ended inside the request body"
-_REASON_BAD_BODY: Final = "malformed HTTP request: invalid chunked body"
-
-
-def _body_reason(h11_message: str) -> str:
-    if h11_message.startswith("peer closed") or h11_message.startswith("peer unexpectedly"):
-        return _REASON_BODY_CUT
-    return _REASON_BAD_BODY
-
-
 class ServerConnection:
     """One ask on one HTTP/1.1 connection, from the server's side.
 
@@ -386,20 +182,12 @@ class ServerConnection:
             raise ValueError("max_ask_size and max_frame_size must be >= 1, max_head_size >= 16")
         if not target.startswith("/"):
             raise ValueError("target must start with '/'")
-        self._token = None if token is None else token.encode("ascii")
         self._profile = Profile(profile)
-        self._rules = _RULES[self._profile]
+        self._rules = SERVER_RULES[self._profile]
         # send_notification's shortcut, kept where it reads it fastest.
         self._frame_loop = self._rules.frame_loop
         self._channel_ids = channel_ids if channel_ids is not None else ChannelIds()
-        self._max_ask_size = max_ask_size
-        self._max_head_size = max_head_size
         self._max_frame_size = max_frame_size
-        self._ask_path = target
-        self._ask_path_bytes = target.encode("ascii")
-        # A chunked body may spend up to max_head_size on chunk lines and
-        # trailers on top of the ask itself; past that it is refused (413).
-        self._body_cap = max_ask_size + max_head_size
         self._state = ServerState.AWAITING_ASK
         self._events: deque[Event] = deque()
         self._outgoing = bytearray()
@@ -407,17 +195,10 @@ class ServerConnection:
         self._eof = False
         self._channel: str | None = None
         self._ask: Ask | None = None
-        # Reading state.
-        self._reading = _Reading.HEAD
+        # What was received and not yet read; the reader takes from its front.
         self._buffer = bytearray()
-        self._scanned = 0
-        self._head_size = 0
-        self._fed = 0
-        self._body = bytearray()
-        self._head_request = False
-        self._request_seen = False
-        self._http = h11.Connection(
-            h11.SERVER, max_incomplete_event_size=max_head_size + self._body_cap + 1
+        self._reader = AskReader(
+            token=token, target=target, max_ask_size=max_ask_size, max_head_size=max_head_size
         )
 
     # --- properties --------------------------------------------------------
@@ -473,18 +254,18 @@ class ServerConnection:
             return
         if self._eof:
             raise LocalProtocolError("data received after end of file")
-        if self._reading is _Reading.OVER:
+        if self._reader.over:
             return  # one ask per connection: what follows it is discarded
-        # Bytes past the head limit plus the body cap can never change the
-        # verdict (see _advance), so they are not kept.
-        room = self._max_head_size + self._body_cap - self._fed - len(self._buffer)
+        # Bytes past what the reader may read can never change the verdict,
+        # so they are not kept.
+        room = self._reader.room - len(self._buffer)
         if room > 0:
             self._buffer += data[:room] if len(data) > room else data
 
     def next_event(self) -> EventOrNeedData:
         """The next event, or :data:`NEED_DATA`. Never raises for anything the peer sent."""
-        if not self._events and self._reading is not _Reading.OVER:
-            self._advance()
+        if not self._events and not self._reader.over:
+            self._read_ask()
         if self._events:
             return self._events.popleft()
         if not self._closed_queued and self._eof:
@@ -503,150 +284,29 @@ class ServerConnection:
         self._outgoing.clear()
         return data
 
-    def _advance(self) -> None:
-        if self._reading is _Reading.HEAD:
-            self._read_head()
-        if self._reading is _Reading.HTTP:
-            self._read_http()
-
-    def _read_head(self) -> None:
-        # The head is handed to h11 only once it is complete (or cannot be),
-        # so that the verdict depends on the bytes and never on how they
-        # were split: h11 alone would answer 431 or 400 differently for a
-        # head fed whole and the same head fed byte by byte.
-        buffer = self._buffer
-        if not buffer:
+    def _read_ask(self) -> None:
+        """Let the reader read; put its verdict, if there is one, through the table."""
+        verdict = self._reader.read(self._buffer, self._eof)
+        self._outgoing += self._reader.take_interim()
+        if verdict is None:
             return
-        if buffer[0] < 0x21:
-            self._refuse(400, _REASON_BAD_LINE)
-            return
-        limit = self._max_head_size
-        end = min(len(buffer), limit)
-        match = HEAD_END.search(buffer, max(0, self._scanned - 2), end)
-        if match is None:
-            self._scanned = end
-            if len(buffer) >= limit:
-                self._refuse(431, _REASON_HEAD_TOO_LARGE.format(limit=limit))
-            elif self._eof:
-                self._refuse(400, _REASON_HEAD_CUT)
-            return
-        self._head_size = match.end()
-        self._reading = _Reading.HTTP
-
-    def _read_http(self) -> None:
-        while self._reading is _Reading.HTTP:
-            cap = self._head_size + self._body_cap
-            if self._buffer and self._fed < cap:
-                take = min(len(self._buffer), cap - self._fed)
-                self._http.receive_data(bytes(self._buffer[:take]))
-                del self._buffer[:take]
-                self._fed += take
-            if self._eof and not self._buffer:
-                self._http.receive_data(b"")
-            try:
-                event = self._http.next_event()
-            except h11.RemoteProtocolError as error:
-                status = error.error_status_hint
-                if status == 431:  # not reached with the head gated above; kept total
-                    self._refuse(431, _REASON_HEAD_TOO_LARGE.format(limit=self._max_head_size))
-                elif self._request_seen:
-                    # In the body h11's messages quote however many bytes it
-                    # had buffered, which depends on the split: say it plainly.
-                    self._refuse(status, _body_reason(str(error)))
-                else:
-                    detail = _shorten(str(error)) or "the request is not valid HTTP/1.1"
-                    self._refuse(status, f"malformed HTTP request: {detail}")
-                return
-            except Exception as error:
-                # h11 lets a few conversion errors through (e.g. ValueError for
-                # a Content-Length with more digits than int() accepts).
-                self._refuse(400, f"malformed HTTP request: {_shorten(str(error))}")
-                return
-            if event is h11.NEED_DATA:
-                if self._fed >= cap:
-                    self._refuse(413, _REASON_TOO_LARGE.format(limit=self._max_ask_size))
-                return
-            if isinstance(event, h11.Request):
-                self._on_request(event)
-            elif isinstance(event, h11.Data):
-                self._body += event.data
-                if len(self._body) > self._max_ask_size:
-                    self._refuse(413, _REASON_TOO_LARGE.format(limit=self._max_ask_size))
-            elif isinstance(event, h11.EndOfMessage):
-                self._on_body_complete()
-            else:  # pragma: no cover - h11 produces nothing else before the request ends
-                self._refuse(400, "malformed HTTP request")
-
-    def _on_request(self, request: h11.Request) -> None:
-        self._request_seen = True
-        method = request.method
-        self._head_request = method == b"HEAD"
-        if target_path(request.target) != self._ask_path_bytes:
-            self._refuse(404, _REASON_NOT_FOUND.format(path=self._ask_path))
-            return
-        if method != b"POST":
-            self._refuse(405, _REASON_METHOD.format(path=self._ask_path), extra=[("Allow", "POST")])
-            return
-        if request.http_version != b"1.1":
-            self._refuse(505, _REASON_VERSION)
-            return
-        authorizations: list[bytes] = []
-        content_length: int | None = None
-        expect_continue = False
-        for name, value in request.headers:
-            if name == b"authorization":
-                authorizations.append(value)
-            elif name == b"content-length":
-                content_length = int(value)  # h11 checked it is one decimal number
-            elif name == b"expect" and value.lower() == b"100-continue":
-                expect_continue = True
-        if self._token is not None and not self._authorized(authorizations):
-            self._refuse(401, _REASON_UNAUTHORIZED, extra=[("WWW-Authenticate", "Bearer")])
-            return
-        if content_length is not None and content_length > self._max_ask_size:
-            self._refuse(413, _REASON_TOO_LARGE.format(limit=self._max_ask_size))
-            return
-        if expect_continue:
-            self._outgoing += CONTINUE_RESPONSE
-
-    def _authorized(self, authorizations: list[bytes]) -> bool:
-        assert self._token is not None
-        if len(authorizations) != 1:
-            return False
-        scheme, _, credentials = authorizations[0].partition(b" ")
-        if scheme.lower() != b"bearer":
-            return False
-        # Constant time in the token's content, so that timing does not
-        # reveal how much of a guess was right.
-        return hmac.compare_digest(credentials.strip(b" \t"), self._token)
-
-    def _on_body_complete(self) -> None:
-        self._reading = _Reading.OVER
         self._buffer = bytearray()
-        try:
-            ask = decode_ask(self._body)
-        except AskError as error:
-            self._refuse(400, f"malformed ask: {error.detail}")
+        if isinstance(verdict, Refusal):
+            self._apply(ServerInput.INVALID_ASK, verdict)
             return
-        self._body = bytearray()
-        self._ask = ask
+        self._ask = verdict
         try:
             self._channel = self._channel_ids.mint()
         except LocalProtocolError:
             # Only reachable by a ChannelIds pushed past 10**20 ids: the
             # server's trouble, answered as such rather than raised at the peer.
-            self._refuse(503, "the server has no channel id left to give")
+            refusal = Refusal(503, "the server has no channel id left to give")
+            self._apply(ServerInput.INVALID_ASK, refusal)
             return
-        if ask.exchange is Exchange.NOTIFICATIONS:
+        if verdict.exchange is Exchange.NOTIFICATIONS:
             self._apply(ServerInput.NOTIFICATIONS_ASK)
         else:
             self._apply(ServerInput.EXCHANGE_ASK)
-
-    def _refuse(self, status: int, reason: str, *, extra: Iterable[tuple[str, str]] = ()) -> None:
-        self._reading = _Reading.OVER
-        self._buffer = bytearray()
-        self._body = bytearray()
-        self._apply(ServerInput.INVALID_ASK, _Refusal(status, reason, tuple(extra)))
 
     def _queue_closed(self) -> None:
         if not self._closed_queued:
@@ -694,9 +354,9 @@ class ServerConnection:
         self._events.append(ExchangeAsked(ask=self._ask, channel=self._channel))
         return b""
 
-    def _queue_refusal(self, refusal: _Refusal) -> bytes:
+    def _queue_refusal(self, refusal: Refusal) -> bytes:
         self._outgoing += refusal_response(
-            refusal.status, refusal.reason, extra=refusal.extra, head_only=self._head_request
+            refusal.status, refusal.reason, extra=refusal.extra, head_only=refusal.head_only
         )
         self._events.append(AskRefused(status=refusal.status, reason=refusal.reason))
         return b""
@@ -758,8 +418,8 @@ class ServerConnection:
             return self._apply(ServerInput.NOTIFICATION, notification)
         # The hot path of a busy server: in the state where the table makes a
         # notification a frame that keeps the state (found when the table was
-        # built), the lookup is skipped. This is _frame, spelled out: a call
-        # costs a fifth of the write.
+        # built), the lookup is skipped. This is _frame spelled out inline:
+        # its calls would cost a third more per write.
         if type(notification) is Notification:
             json = notification.to_bytes()
         else:
@@ -800,8 +460,8 @@ class ServerConnection:
             size += payload + PREFIX_SIZE
         if size == 0:
             return b""
-        # The notifications after the first, in a state the table does not
-        # keep (never, with the tables of this module).
+        # The notifications after the first, while the table moves the state
+        # on (never, with the tables as they are: the first reaches the loop).
         for _ in range(len(parts) // 2 - 1):
             if state is loop:
                 break
@@ -852,14 +512,6 @@ class ServerConnection:
         return self._apply(ServerInput.ANSWER, _Answer(ERROR_TAG, error))
 
 
-class _Refusal(NamedTuple):
-    """What an invalid ask carries into the table: the response to queue."""
-
-    status: int
-    reason: str
-    extra: tuple[tuple[str, str], ...]
-
-
 class _Answer(NamedTuple):
     """What an answer carries into the table: its tag and the result or the error."""
 
@@ -868,6 +520,7 @@ class _Answer(NamedTuple):
 
 
 #: What each outcome of the table does (ServerConnection._apply).
+_O = ServerOutcome
 _EFFECTS: Final[Mapping[ServerOutcome, Callable[[ServerConnection, Any], bytes]]] = {
     _O.NOTIFICATIONS_ASKED: ServerConnection._announce_notifications,
     _O.EXCHANGE_ASKED: ServerConnection._announce_exchange,
