@@ -45,6 +45,9 @@ from diverge_notifications.sansio import (
     StreamOpened,
     encode_message,
 )
+from diverge_notifications.sansio.bodies import END as _END
+from diverge_notifications.sansio.bodies import Bad as _Bad
+from diverge_notifications.sansio.bodies import ChunkedBody as _ChunkedBody
 from diverge_notifications.sansio.framing import (
     KEEPALIVE,
     KEEPALIVE_FRAME,
@@ -52,7 +55,6 @@ from diverge_notifications.sansio.framing import (
     FrameTooLarge,
     encode_frame,
 )
-from diverge_notifications.sansio.proxy import _END, _Bad, _ChunkedBody
 from diverge_notifications.sansio.sequence import SequenceMachine
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -41,14 +41,14 @@ from diverge_notifications.sansio import (
     StreamOpened,
     encode_ask,
 )
-from diverge_notifications.sansio.framing import KEEPALIVE_FRAME
-from diverge_notifications.sansio.proxy import (
+from diverge_notifications.sansio.exchange import (
     ANSWER_TRANSITIONS,
     AnswerInput,
     AnswerOutcome,
     AnswerState,
-    ProxyState,
 )
+from diverge_notifications.sansio.framing import KEEPALIVE_FRAME
+from diverge_notifications.sansio.proxy_table import ProxyState
 
 CALL = Ask(exchange=Exchange.CALL_TOOL, params={"name": "build", "arguments": {"target": "all"}})
 RESULT = {"content": [{"type": "text", "text": "done"}], "isError": False}

@@ -59,16 +59,16 @@ from diverge_notifications.sansio import (
     StreamOpened,
     decode_message,
 )
+from diverge_notifications.sansio.bodies import END as _END
+from diverge_notifications.sansio.bodies import ChunkedBody as _ChunkedBody
 from diverge_notifications.sansio.events import TERMINAL_EVENTS
 from diverge_notifications.sansio.framing import KEEPALIVE_FRAME
 from diverge_notifications.sansio.http import DEFAULT_MAX_HEAD_SIZE, channel_from_location
-from diverge_notifications.sansio.proxy import (
-    _END,
+from diverge_notifications.sansio.proxy_table import (
     PROXY_TRANSITIONS,
     ProxyInput,
     ProxyOutcome,
     ProxyState,
-    _ChunkedBody,
 )
 
 
