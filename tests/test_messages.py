@@ -16,15 +16,26 @@ from diverge_notifications.sansio import (
     ErrorData,
     FrameError,
     FrameErrorReason,
+    LocalProtocolError,
     LogLevel,
     LogMessage,
     Notification,
     NotificationKind,
     ProtocolError,
     decode_message,
+    encode_frame,
     encode_message,
 )
-from diverge_notifications.sansio.messages import ERROR_TAG, NOTIFICATION_TAG, Message
+from diverge_notifications.sansio.messages import (
+    ERROR_TAG,
+    ERROR_TAG_BYTE,
+    NOTIFICATION_TAG,
+    NOTIFICATION_TAG_BYTE,
+    Message,
+    as_error,
+    as_notification,
+    pack_frame_head,
+)
 
 PROGRESS_MESSAGE = bytes.fromhex(
     "00"  # tag 0: a notification
@@ -115,6 +126,36 @@ def test_documented_dumps() -> None:
 
 def test_tags() -> None:
     assert (NOTIFICATION_TAG, ERROR_TAG) == (0, 1)
+    assert (NOTIFICATION_TAG_BYTE, ERROR_TAG_BYTE) == (b"\x00", b"\x01")
+
+
+@settings(max_examples=100)
+@given(messages())
+def test_a_frame_head_and_the_json_are_the_frame_of_the_message(message: Message) -> None:
+    """What the server writes on its hot path is what encode_frame(encode_message()) gives."""
+    json = message.to_bytes()
+    tag = NOTIFICATION_TAG if isinstance(message, Notification) else ERROR_TAG
+    head = pack_frame_head(len(json) + 1, tag)
+    assert head + json == encode_frame(encode_message(message))
+
+
+def test_writers_take_a_notification_as_an_object_a_mapping_or_raw_json() -> None:
+    raw = b'{ "method" : "notifications/x" }'
+    note = Notification.from_bytes(raw)
+    assert as_notification(note) is note
+    assert as_notification(raw).to_bytes() == raw  # relayed unchanged
+    assert as_notification(bytearray(raw)).to_bytes() == raw
+    assert (
+        as_notification({"method": "notifications/x"}).to_bytes() == b'{"method":"notifications/x"}'
+    )
+    with pytest.raises(LocalProtocolError, match="not a notification"):
+        as_notification(b"[]")
+    with pytest.raises(TypeError):
+        as_notification(42)  # type: ignore[arg-type]
+    error = ErrorData(code=1, message="m")
+    assert as_error(error) is error
+    with pytest.raises(TypeError, match="expected an ErrorData"):
+        as_error({"code": 1})  # type: ignore[arg-type]
 
 
 # --- the three failures ---------------------------------------------------------------
