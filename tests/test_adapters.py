@@ -31,18 +31,6 @@ from diverge_notifications.adapters import ConnectionFailed, parse_url
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
-from diverge_notifications.adapters._common import (
-    DEFAULT_CONNECT_TIMEOUT,
-    Connect,
-    Deliver,
-    Disconnect,
-    ListenDriver,
-    Receive,
-    Send,
-    ServingConnection,
-    Sleep,
-    idle_timeout_reason,
-)
 from diverge_notifications.sansio import (
     Ask,
     Event,
@@ -66,8 +54,20 @@ from diverge_notifications.sansio.events import (
     NotificationsAsked,
     RetryScheduled,
 )
+from diverge_notifications.sansio.listening import (
+    DEFAULT_CONNECT_TIMEOUT,
+    Connect,
+    Deliver,
+    Disconnect,
+    ListenDriver,
+    Receive,
+    Send,
+    Sleep,
+    idle_timeout_reason,
+)
 from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
 from diverge_notifications.sansio.server import ServerConnection
+from diverge_notifications.sansio.serving import ServingConnection
 
 #: Deadline of every wait: generous for a loaded CI machine, short enough to fail a hang.
 HANG: Final = 30.0

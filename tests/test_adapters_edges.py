@@ -29,7 +29,6 @@ import trio.testing
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
-from diverge_notifications.adapters._common import Deliver, Disconnect, ListenDriver, ServeSettings
 from diverge_notifications.sansio import (
     Ask,
     Exchange,
@@ -42,7 +41,9 @@ from diverge_notifications.sansio import (
     StreamBroken,
     StreamOpened,
 )
+from diverge_notifications.sansio.listening import Deliver, Disconnect, ListenDriver
 from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
+from diverge_notifications.sansio.serving import ServeSettings
 
 HANG = 30.0
 

@@ -21,7 +21,7 @@ import socket
 from typing import Final
 
 from diverge_notifications.adapters import asyncio as asyncio_adapter
-from diverge_notifications.adapters._common import parse_url
+from diverge_notifications.adapters import parse_url
 from diverge_notifications.sansio import (
     Hub,
     Notification,

@@ -8,6 +8,6 @@ imported by this package.
 """
 
 from ..sansio.events import ConnectionFailed
-from ._common import Endpoint, parse_url
+from ..sansio.urls import Endpoint, parse_url
 
 __all__ = ["ConnectionFailed", "Endpoint", "parse_url"]

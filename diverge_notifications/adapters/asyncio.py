@@ -1,6 +1,8 @@
 """The asyncio adapter: :func:`listen` and :func:`serve`.
 
-Both are thin loops around :mod:`._common`, which holds every decision;
+Both perform the actions of the sans-IO drivers
+(:mod:`diverge_notifications.sansio.listening` and
+:mod:`~diverge_notifications.sansio.serving`), which take every decision;
 this module moves bytes and owns the event loop's clock.
 
 The hub is not thread-safe: publish from the event loop's thread (with
@@ -11,36 +13,21 @@ The hub is not thread-safe: publish from the event loop's thread (with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Coroutine, Generator
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from ..sansio.events import Event
-from ..sansio.framing import DEFAULT_MAX_FRAME_SIZE
 from ..sansio.hub import Hub
+from ..sansio.listening import Connect, Deliver, Disconnect, ListenDriver, Receive, Send, Sleep
 from ..sansio.mcp import Notification
-from ..sansio.policy import ProxyPolicy
-from ..sansio.sequence import Profile
-from ._common import (
-    DEFAULT_ASK_TIMEOUT,
-    DEFAULT_CLOSE_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_KEEPALIVE_INTERVAL,
-    DEFAULT_MAX_BATCH,
-    READ_SIZE,
-    Connect,
-    Deliver,
-    Disconnect,
-    ExchangeHandler,
-    ListenDriver,
-    Receive,
-    Send,
-    ServeSettings,
-    Sleep,
-    Stop,
-    describe_error,
-    format_url,
-    run_exchange_handler,
-)
+from ..sansio.serving import ExchangeHandler, RunHandler, ServeSettings, WaitUntil, Write
+from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._common import ListenOptions, ServeOptions
 
 __all__ = ["Server", "listen", "serve"]
 
@@ -116,49 +103,37 @@ class _ClientProtocol(asyncio.Protocol):
             return b""
         return None
 
+    def close(self) -> None:
+        # abort(), not close(): nothing is left to send, and an unread path
+        # must not keep the socket around.
+        if self.transport is not None:
+            self.transport.abort()
+
 
 def listen(
-    url: str,
-    *,
-    token: str | None = None,
-    events: bool = False,
-    policy: ProxyPolicy | None = None,
-    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-    profile: Profile = Profile.PROVIDER,
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-    random: Callable[[], float] | None = None,
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    url: str, **options: Unpack[ListenOptions]
 ) -> AsyncGenerator[Notification | Event, None]:
     """Listen to the notifications of the server at ``url`` (``http://host:port[/base]``).
 
     An async generator: it yields each :class:`Notification`, or with
     ``events=True`` every event (``StreamOpened``, ``NotificationReceived``,
     ``MessageRejected``, the terminal event, ``ReaskNeeded``,
-    :class:`ConnectionFailed`, ``RetryScheduled``, ``AttemptsExhausted``).
-    It asks again after every end of a path, after the policy's delay
+    ``ConnectionFailed``, ``RetryScheduled``, ``AttemptsExhausted``). It
+    asks again after every end of a path, after the ``policy``'s delay
     (default ``ProxyPolicy(require_exchange=False)``), and treats
     ``3 * keepalive_interval`` seconds of silence as a broken path. It
     returns only after ``AttemptsExhausted``; stop it with ``aclose()`` or
     by cancelling the task that iterates it, which closes the connection
-    and asks no more.
+    and asks no more. The options are those of ``ListenOptions``: ``token``,
+    ``events``, ``policy``, ``keepalive_interval``, ``profile``,
+    ``max_frame_size``, ``random``, ``connect_timeout``.
 
-    The arguments are checked when ``listen`` is called, before any
-    connection: a bad URL, a non-positive interval or a ``token`` that
-    cannot go into a request (empty, non-ASCII, a control character...)
-    raises :class:`ValueError` from the call itself.
+    They are checked when ``listen`` is called, before any connection: a
+    bad URL, a non-positive interval or a ``token`` that cannot go into a
+    request (empty, non-ASCII, a control character...) raises
+    :class:`ValueError` from the call itself.
     """
-    driver = ListenDriver(
-        url,
-        token=token,
-        events=events,
-        policy=policy,
-        keepalive_interval=keepalive_interval,
-        profile=profile,
-        max_frame_size=max_frame_size,
-        random=random,
-        connect_timeout=connect_timeout,
-    )
-    return _listen(driver)
+    return _listen(listen_driver(url, **options))
 
 
 async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, None]:
@@ -186,13 +161,11 @@ async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, 
                 # A write never blocks here; a failure shows up on the next read.
                 protocol.transport.write(action.data)
             elif type(action) is Connect:
+                connecting = loop.create_connection(
+                    lambda: _ClientProtocol(loop), action.host, action.port
+                )
                 try:
-                    _, protocol = await asyncio.wait_for(
-                        loop.create_connection(
-                            lambda: _ClientProtocol(loop), action.host, action.port
-                        ),
-                        action.timeout,
-                    )
+                    _, protocol = await asyncio.wait_for(connecting, action.timeout)
                 except (OSError, asyncio.TimeoutError) as error:
                     driver.connect_failed(loop.time(), describe_error(error))
                 else:
@@ -200,27 +173,21 @@ async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, 
             elif type(action) is Sleep:
                 await asyncio.sleep(action.delay)
             elif type(action) is Disconnect:
-                _close_client(protocol)
+                if protocol is not None:
+                    protocol.close()
                 protocol = None
-            else:
-                assert type(action) is Stop
+            else:  # Stop
                 return
     finally:
-        _close_client(protocol)
-
-
-def _close_client(protocol: _ClientProtocol | None) -> None:
-    if protocol is not None and protocol.transport is not None:
-        # abort(), not close(): nothing is left to send, and an unread
-        # path must not keep the socket around.
-        protocol.transport.abort()
+        if protocol is not None:
+            protocol.close()
 
 
 # --- the server ----------------------------------------------------------------
 
 
 class _ServeProtocol(asyncio.Protocol):
-    """One accepted connection: a :class:`ServingConnection` driven by callbacks."""
+    """One accepted connection: each callback reports to the driver, then performs its actions."""
 
     def __init__(self, server: Server) -> None:
         self._server = server
@@ -230,14 +197,10 @@ class _ServeProtocol(asyncio.Protocol):
             server.hub, wake=self._wake, now=self._loop.time()
         )
         self._transport: asyncio.Transport | None = None
-        self._paused = False
         self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
-        self._ask_timer: asyncio.TimerHandle | None = None
         self._exchange_task: asyncio.Task[None] | None = None
         self.closed: asyncio.Future[None] = self._loop.create_future()
-
-    # -- asyncio callbacks --------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -245,26 +208,22 @@ class _ServeProtocol(asyncio.Protocol):
         self._server._connections.add(self)
         if self._server._closing:
             self._serving.shutdown()
-        self._flush()
+        self._perform()
 
     def data_received(self, data: bytes) -> None:
-        self._serving.receive(data, self._loop.time())
-        self._flush()
+        self._serving.data_received(self._loop.time(), data)
+        self._perform()
 
     def eof_received(self) -> bool:
-        self._serving.receive(b"", self._loop.time())
-        self._flush()
-        return True  # the serving connection decides when to close
+        self._serving.data_received(self._loop.time(), b"")
+        self._perform()
+        return True  # the driver decides when to close
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._serving.connection_lost()
         self._transport = None
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
-        if self._ask_timer is not None:
-            self._ask_timer.cancel()
-            self._ask_timer = None
         if self._exchange_task is not None:
             self._exchange_task.cancel()
         self._server._connections.discard(self)
@@ -272,125 +231,81 @@ class _ServeProtocol(asyncio.Protocol):
             self.closed.set_result(None)
 
     def pause_writing(self) -> None:
-        self._paused = True
+        self._serving.write_paused()
 
     def resume_writing(self) -> None:
-        self._paused = False
-        self._flush()
-
-    # -- driving the serving connection ------------------------------------------------------
+        self._serving.write_resumed()
+        self._perform()
 
     def _wake(self) -> None:
         # Called from hub.publish: write on the next loop iteration, so that
         # everything published meanwhile goes out as one chunk.
         if not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon(self._scheduled_flush)
+            self._loop.call_soon(self._scheduled_perform)
 
-    def _scheduled_flush(self) -> None:
+    def _scheduled_perform(self) -> None:
         self._scheduled = False
-        self._flush()
+        self._perform()
 
-    def _flush(self, *, force: bool = False) -> None:
+    def _perform(self) -> None:
+        """Perform the driver's actions up to the next wait."""
         transport = self._transport
-        if transport is None or transport.is_closing():
-            return
         serving = self._serving
-        if self._paused and not force and not serving.done:
-            return  # resume_writing() flushes; the subscriber's queue takes the wait
-        out = serving.take_output(self._loop.time())
-        if out:
-            transport.write(out)
-        if serving.done:
-            transport.close()
-            return
-        self._arm_ask_deadline()
-        if serving.exchange is not None and self._exchange_task is None:
-            self._exchange_task = self._loop.create_task(self._answer_exchange())
-        if serving.path_open:
-            if self._timer is None:
-                self._arm_keepalive()
-            if serving.has_backlog and not self._paused:
-                self._wake()
+        while transport is not None and not transport.is_closing():
+            action = serving.next_action(self._loop.time())
+            if type(action) is Write:
+                transport.write(action.data)  # over the high-water mark: write_paused()
+            elif type(action) is WaitUntil:
+                self._wait_until(action.deadline)
+                return
+            elif type(action) is RunHandler:
+                self._exchange_task = self._loop.create_task(self._run_handler(action))
+            else:  # Close
+                transport.close()
+                return
 
-    def _arm_ask_deadline(self) -> None:
-        at = self._serving.ask_deadline
-        if at is None:
-            if self._ask_timer is not None:
-                self._ask_timer.cancel()  # the ask is complete
-                self._ask_timer = None
-        elif self._ask_timer is None:
-            self._ask_timer = self._loop.call_at(at, self._ask_deadline_passed)
+    def _wait_until(self, deadline: float | None) -> None:
+        # One timer, moved only when the deadline comes sooner: one set for a
+        # later deadline fires early and sets the next one then.
+        timer = self._timer
+        if timer is not None:
+            if deadline is not None and timer.when() <= deadline:
+                return
+            timer.cancel()
+        self._timer = None if deadline is None else self._loop.call_at(deadline, self._timed_out)
 
-    def _ask_deadline_passed(self) -> None:
-        # The loop may run a timer a little early (its clock's resolution):
-        # if the deadline is not passed yet, _flush() arms it again.
-        self._ask_timer = None
-        self._serving.check_ask_deadline(self._loop.time())
-        self._flush()
-
-    def _arm_keepalive(self) -> None:
-        at = self._serving.keepalive_at
-        if at is not None:
-            self._timer = self._loop.call_at(at, self._keepalive)
-
-    def _keepalive(self) -> None:
+    def _timed_out(self) -> None:
         self._timer = None
-        transport = self._transport
-        if transport is None or transport.is_closing() or self._paused:
-            return  # resume_writing() re-arms through _flush()
-        out = self._serving.keepalive(self._loop.time())
-        if out:
-            transport.write(out)
-        self._arm_keepalive()
+        self._perform()
 
-    async def _answer_exchange(self) -> None:
-        await run_exchange_handler(self._serving, self._server._settings.exchange_handler)
-        self._flush()
+    async def _run_handler(self, action: RunHandler) -> None:
+        handler = self._server._settings.exchange_handler
+        assert handler is not None
+        await run_exchange_handler(self._serving, handler, action.ask)
+        self._perform()
 
     def shutdown(self) -> None:
-        """The server is closing: end the path cleanly, even past flow control."""
+        """The server is closing: end the path cleanly, past flow control."""
         self._serving.shutdown()
-        self._flush(force=True)
+        self._perform()
 
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
 
 
-class Server:
+class Server(ServerBase):
     """A running asyncio server of a hub; see :func:`serve`.
 
     ``url`` is its base URL (give it to :func:`listen`). :meth:`close` ends
     every open path cleanly and closes; ``async with`` closes on exit.
     """
 
-    def __init__(
-        self,
-        hub: Hub,
-        *,
-        token: str | None,
-        keepalive_interval: float,
-        profile: Profile,
-        exchange_handler: ExchangeHandler | None,
-        queue_size: int | None,
-        max_batch: int,
-        close_timeout: float,
-        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
-    ) -> None:
-        self._settings: ServeSettings[ExchangeHandler] = ServeSettings(
-            token=token,
-            keepalive_interval=keepalive_interval,
-            profile=profile,
-            exchange_handler=exchange_handler,
-            queue_size=queue_size,
-            max_batch=max_batch,
-            close_timeout=close_timeout,
-            ask_timeout=ask_timeout,
-        )
-        self.hub = hub
-        self.host = ""
-        self.port = 0
+    _settings: ServeSettings[ExchangeHandler]
+
+    def __init__(self, hub: Hub, settings: ServeSettings[ExchangeHandler]) -> None:
+        super().__init__(hub, settings)
         self._loop = asyncio.get_running_loop()
         self._server: asyncio.Server | None = None
         self._connections: set[_ServeProtocol] = set()
@@ -398,31 +313,18 @@ class Server:
         self._closed: asyncio.Task[None] | None = None
 
     @property
-    def keepalive_interval(self) -> float:
-        """Seconds without output after which a path gets a keep-alive."""
-        return self._settings.keepalive_interval
-
-    @property
-    def url(self) -> str:
-        """The base URL, ``http://host:port``."""
-        return format_url(self.host, self.port)
-
-    @property
     def connections(self) -> int:
         """How many connections are open."""
         return len(self._connections)
 
-    def publish(self, item: object) -> int:
-        """``hub.publish(item)``: call it from the event loop's thread."""
-        return self.hub.publish(item)
-
-    async def _start(self, host: str, port: int) -> None:
+    async def _start(self, host: str, port: int) -> Server:
         self._server = await self._loop.create_server(
             lambda: _ServeProtocol(self), host, port, reuse_address=True
         )
         name = self._server.sockets[0].getsockname()
         self.host = str(name[0])
         self.port = int(name[1])
+        return self
 
     async def close(self) -> None:
         """End every open path cleanly, stop accepting, and close every connection.
@@ -460,54 +362,82 @@ class Server:
 
     async def __aexit__(
         self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.close()
 
 
-async def serve(
+class _Serving(Coroutine[Any, Any, Server]):
+    """What :func:`serve` returns: ``async with`` it, or await it for the running server.
+
+    Nothing starts before either: the coroutine that starts the server is
+    made on the first ``await`` (or ``send``, as an event loop's task does).
+    """
+
+    def __init__(self, hub: Hub, host: str, port: int, settings: ServeSettings[Any]) -> None:
+        self._arguments = (hub, host, port, settings)
+        self._starting: Coroutine[Any, Any, Server] | None = None
+        self._server: Server | None = None
+
+    def _start(self) -> Coroutine[Any, Any, Server]:
+        if self._starting is None:
+            hub, host, port, settings = self._arguments
+            self._starting = Server(hub, settings)._start(host, port)
+        return self._starting
+
+    def __await__(self) -> Generator[Any, None, Server]:
+        return self._start().__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._start().send(value)
+
+    def throw(self, *error: Any) -> Any:
+        return self._start().throw(*error)
+
+    def close(self) -> None:
+        if self._starting is not None:
+            self._starting.close()
+
+    async def __aenter__(self) -> Server:
+        self._server = await self._start()
+        return self._server
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        await self._server.close()
+
+
+def serve(
     hub: Hub,
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    token: str | None = None,
-    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-    profile: Profile = Profile.PROVIDER,
     exchange_handler: ExchangeHandler | None = None,
-    queue_size: int | None = None,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
-    ask_timeout: float = DEFAULT_ASK_TIMEOUT,
-) -> Server:
-    """Serve ``hub`` on ``host``:``port`` (0 picks a free port) and return the running server.
+    **options: Unpack[ServeOptions],
+) -> _Serving:
+    """Serve ``hub`` on ``host``:``port`` (0 picks a free port): ``async with serve(hub)``.
 
+    Leaving the block ends every open path cleanly and closes (see
+    :meth:`Server.close`); ``server = await serve(hub)`` returns the running
+    server instead (``async with await serve(hub) as server:`` works too).
     Each notification ask subscribes to the hub (``queue_size`` per
     subscriber, default the hub's) and gets what is published from then on,
     in batches of at most ``max_batch`` per HTTP chunk, with a keep-alive
     after ``keepalive_interval`` seconds without output. A listener that
     does not read loses what its queue cannot hold, and nobody else waits
     for it. Asks of kinds 0-3 are declined ("not served") unless an
-    ``exchange_handler`` answers them (it may be a coroutine function).
-    A connection that has not completed its ask ``ask_timeout`` seconds
-    after it was accepted is closed without an answer.
+    ``exchange_handler`` answers them (it may be a coroutine function). A
+    connection that has not completed its ask ``ask_timeout`` seconds after
+    it was accepted is closed without an answer. The options are those of
+    ``ServeOptions``: ``token``, ``keepalive_interval``, ``profile``,
+    ``queue_size``, ``max_batch``, ``close_timeout``, ``ask_timeout``.
 
-    The options are checked before anything listens: a ``token`` that the
-    server could not compare (it must be one or more visible ASCII
+    They are checked by the call, before anything listens: a ``token`` that
+    the server could not compare (it must be one or more visible ASCII
     characters) or a non-positive interval, timeout or size raises
     :class:`ValueError`.
     """
-    server = Server(
-        hub,
-        token=token,
-        keepalive_interval=keepalive_interval,
-        profile=profile,
-        exchange_handler=exchange_handler,
-        queue_size=queue_size,
-        max_batch=max_batch,
-        close_timeout=close_timeout,
-        ask_timeout=ask_timeout,
-    )
-    await server._start(host, port)
-    return server
+    settings = ServeSettings(exchange_handler=exchange_handler, **options)
+    return _Serving(hub, host, port, settings)

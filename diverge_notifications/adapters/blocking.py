@@ -18,36 +18,26 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..sansio.asks import Ask
 from ..sansio.events import Event
-from ..sansio.framing import DEFAULT_MAX_FRAME_SIZE
 from ..sansio.hub import Hub
+from ..sansio.listening import Connect, Deliver, Disconnect, ListenDriver, Receive, Send, Sleep
 from ..sansio.mcp import Notification
-from ..sansio.policy import ProxyPolicy
-from ..sansio.sequence import Profile
+from ..sansio.serving import ExchangeResult, RunHandler, ServeSettings, WaitUntil, Write
 from ._common import (
-    DEFAULT_ASK_TIMEOUT,
-    DEFAULT_CLOSE_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_KEEPALIVE_INTERVAL,
-    DEFAULT_MAX_BATCH,
     READ_SIZE,
-    Connect,
-    Deliver,
-    Disconnect,
-    ExchangeResult,
-    ListenDriver,
-    Receive,
-    Send,
-    ServeSettings,
-    ServingConnection,
-    Sleep,
-    Stop,
+    ServerBase,
+    call_exchange_handler,
     describe_error,
-    format_url,
+    listen_driver,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._common import ListenOptions, ServeOptions
 
 __all__ = ["Listener", "Server", "listen", "serve"]
 
@@ -190,47 +180,24 @@ class Listener(_ClosedOnExit, Iterator["Notification | Event"]):
                 elif type(action) is Disconnect:
                     self._set_socket(None)
                     sock = None
-                else:
-                    assert type(action) is Stop
+                else:  # Stop
                     return
         finally:
             self._set_socket(None)
 
 
-def listen(
-    url: str,
-    *,
-    token: str | None = None,
-    events: bool = False,
-    policy: ProxyPolicy | None = None,
-    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-    profile: Profile = Profile.PROVIDER,
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-    random: Callable[[], float] | None = None,
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-) -> Listener:
+def listen(url: str, **options: Unpack[ListenOptions]) -> Listener:
     """Listen to the notifications of the server at ``url``: a blocking iterator.
 
-    It yields what the asyncio :func:`listen` yields and behaves the same:
-    notifications (every event with ``events=True``), a re-ask after every
-    end of a path with the policy's delay, ``3 * keepalive_interval``
-    seconds of silence as a broken path, the end after
-    ``AttemptsExhausted``. ``close()`` (from any thread) stops it. The
-    arguments (the ``token`` included) are checked by the call, before any
+    It yields what the asyncio ``listen`` yields, takes the same options and
+    behaves the same: notifications (every event with ``events=True``), a
+    re-ask after every end of a path with the policy's delay,
+    ``3 * keepalive_interval`` seconds of silence as a broken path, the end
+    after ``AttemptsExhausted``. ``close()`` (from any thread) stops it. The
+    options (the ``token`` included) are checked by the call, before any
     connection: :class:`ValueError`.
     """
-    driver = ListenDriver(
-        url,
-        token=token,
-        events=events,
-        policy=policy,
-        keepalive_interval=keepalive_interval,
-        profile=profile,
-        max_frame_size=max_frame_size,
-        random=random,
-        connect_timeout=connect_timeout,
-    )
-    return Listener(driver)
+    return Listener(listen_driver(url, **options))
 
 
 # --- the server ----------------------------------------------------------------
@@ -280,6 +247,7 @@ class _Connection:
     def _run(self) -> None:
         serving = self.serving
         sock = self.socket
+        handler = self._server._settings.exchange_handler
         selector: selectors.BaseSelector | None = None
         shut_down = False
         try:
@@ -288,36 +256,30 @@ class _Connection:
             selector = selectors.DefaultSelector()
             selector.register(sock, selectors.EVENT_READ)
             selector.register(self.wakeup, selectors.EVENT_READ)
+            reading = True
             while True:
                 if self._server._closing and not shut_down:
                     shut_down = True
                     serving.shutdown()
-                now = time.monotonic()
-                serving.check_ask_deadline(now)
-                out = serving.take_output(now) + serving.keepalive(now)
-                if out:
-                    sock.sendall(out)
-                if serving.done:
+                action = serving.next_action(time.monotonic())
+                if type(action) is Write:
+                    sock.sendall(action.data)
+                elif type(action) is WaitUntil:
+                    if reading and not action.wants_read:
+                        reading = False  # at end of file the socket stays readable
+                        selector.unregister(sock)
+                    at = action.deadline
+                    timeout = None if at is None else max(0.0, at - time.monotonic())
+                    for key, _ in selector.select(timeout):
+                        if key.fileobj is sock:
+                            serving.data_received(time.monotonic(), sock.recv(READ_SIZE))
+                        else:
+                            self.wakeup.clear()
+                elif type(action) is RunHandler:
+                    assert handler is not None
+                    call_exchange_handler(serving, handler, action.ask)
+                else:  # Close
                     return
-                if serving.exchange is not None:
-                    serving.answer_exchange(self._answer(serving))
-                    continue
-                if serving.has_backlog:
-                    continue
-                # At most one of the two is set: the ask's deadline is
-                # cleared before a path (and its keep-alives) can start.
-                at = serving.ask_deadline
-                if at is None:
-                    at = serving.keepalive_at
-                timeout = None if at is None else max(0.0, at - time.monotonic())
-                for key, _ in selector.select(timeout):
-                    if key.fileobj is sock:
-                        data = sock.recv(READ_SIZE)
-                        serving.receive(data, time.monotonic())
-                        if not data:
-                            selector.unregister(sock)
-                    else:
-                        self.wakeup.clear()
         except OSError:
             pass  # the peer went away, or close() gave up on it
         finally:
@@ -328,20 +290,12 @@ class _Connection:
             self.wakeup.close()
             self._server._forget(self)
 
-    def _answer(self, serving: ServingConnection) -> ExchangeResult | BaseException:
-        handler = self._server._settings.exchange_handler
-        assert handler is not None and serving.exchange is not None
-        try:
-            return handler(serving.exchange)
-        except Exception as error:
-            return error
-
     def force_close(self) -> None:
         with contextlib.suppress(OSError):
             self.socket.shutdown(socket.SHUT_RDWR)
 
 
-class Server(_ClosedOnExit):
+class Server(ServerBase, _ClosedOnExit):
     """A blocking server of a hub running on background threads; see :func:`serve`.
 
     ``url`` is its base URL. :meth:`publish` is safe from any thread.
@@ -349,32 +303,12 @@ class Server(_ClosedOnExit):
     on exit.
     """
 
+    _settings: ServeSettings[BlockingExchangeHandler]
+
     def __init__(
-        self,
-        hub: Hub,
-        host: str,
-        port: int,
-        *,
-        token: str | None,
-        keepalive_interval: float,
-        profile: Profile,
-        exchange_handler: BlockingExchangeHandler | None,
-        queue_size: int | None,
-        max_batch: int,
-        close_timeout: float,
-        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        self, hub: Hub, host: str, port: int, settings: ServeSettings[BlockingExchangeHandler]
     ) -> None:
-        self._settings: ServeSettings[BlockingExchangeHandler] = ServeSettings(
-            token=token,
-            keepalive_interval=keepalive_interval,
-            profile=profile,
-            exchange_handler=exchange_handler,
-            queue_size=queue_size,
-            max_batch=max_batch,
-            close_timeout=close_timeout,
-            ask_timeout=ask_timeout,
-        )
-        self.hub = hub
+        super().__init__(hub, settings)
         #: Held around every call into the hub; hold it too to call the hub directly.
         self.lock = threading.RLock()
         self._connections: set[_Connection] = set()
@@ -402,16 +336,6 @@ class Server(_ClosedOnExit):
             )
             self._accept_thread.start()
             on_failure.pop_all()
-
-    @property
-    def keepalive_interval(self) -> float:
-        """Seconds without output after which a path gets a keep-alive."""
-        return self._settings.keepalive_interval
-
-    @property
-    def url(self) -> str:
-        """The base URL, ``http://host:port``."""
-        return format_url(self.host, self.port)
 
     @property
     def connections(self) -> int:
@@ -509,32 +433,16 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    token: str | None = None,
-    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-    profile: Profile = Profile.PROVIDER,
     exchange_handler: BlockingExchangeHandler | None = None,
-    queue_size: int | None = None,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
-    ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+    **options: Unpack[ServeOptions],
 ) -> Server:
     """Serve ``hub`` on ``host``:``port`` (0 picks a free port) on background threads.
 
-    Returns the running :class:`Server`. The options are those of the
-    asyncio :func:`serve`, checked the same way before anything listens (a
-    bad ``token`` or option is a :class:`ValueError`); ``exchange_handler``
-    must return its answer (it runs on the connection's thread).
+    Returns the running :class:`Server`; ``with serve(hub) as server:`` closes
+    it when the block is left. The options are those of the asyncio
+    ``serve``, checked the same way before anything listens (a bad ``token``
+    or option is a :class:`ValueError`); ``exchange_handler`` must return its
+    answer (it runs on the connection's thread).
     """
-    return Server(
-        hub,
-        host,
-        port,
-        token=token,
-        keepalive_interval=keepalive_interval,
-        profile=profile,
-        exchange_handler=exchange_handler,
-        queue_size=queue_size,
-        max_batch=max_batch,
-        close_timeout=close_timeout,
-        ask_timeout=ask_timeout,
-    )
+    settings = ServeSettings(exchange_handler=exchange_handler, **options)
+    return Server(hub, host, port, settings)

@@ -1,6 +1,8 @@
 """The trio adapter: :func:`listen` and :func:`serve` (needs the ``trio`` extra).
 
-Both are thin loops around :mod:`._common`, which holds every decision;
+Both are loops that perform the actions of the sans-IO drivers
+(:mod:`diverge_notifications.sansio.listening` and
+:mod:`~diverge_notifications.sansio.serving`), which take every decision;
 this module moves bytes and owns trio's clock. Importing
 :mod:`diverge_notifications` does not import this module or trio.
 
@@ -12,38 +14,23 @@ The hub is not thread-safe: publish from the trio thread (with
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import trio
 
 from ..sansio.events import Event
-from ..sansio.framing import DEFAULT_MAX_FRAME_SIZE
 from ..sansio.hub import Hub
+from ..sansio.listening import Connect, Deliver, Disconnect, ListenDriver, Receive, Send, Sleep
 from ..sansio.mcp import Notification
-from ..sansio.policy import ProxyPolicy
-from ..sansio.sequence import Profile
-from ._common import (
-    DEFAULT_ASK_TIMEOUT,
-    DEFAULT_CLOSE_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_KEEPALIVE_INTERVAL,
-    DEFAULT_MAX_BATCH,
-    READ_SIZE,
-    Connect,
-    Deliver,
-    Disconnect,
-    ExchangeHandler,
-    ListenDriver,
-    Receive,
-    Send,
-    ServeSettings,
-    Sleep,
-    Stop,
-    describe_error,
-    format_url,
-    run_exchange_handler,
-)
+from ..sansio.serving import ExchangeHandler, RunHandler, ServeSettings, WaitUntil, Write
+from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._common import ListenOptions, ServeOptions
 
 __all__ = ["Server", "listen", "serve"]
 
@@ -54,38 +41,18 @@ _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
 def listen(
-    url: str,
-    *,
-    token: str | None = None,
-    events: bool = False,
-    policy: ProxyPolicy | None = None,
-    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-    profile: Profile = Profile.PROVIDER,
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-    random: Callable[[], float] | None = None,
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    url: str, **options: Unpack[ListenOptions]
 ) -> AsyncGenerator[Notification | Event, None]:
-    """Listen to the notifications of the server at ``url``; see the asyncio :func:`listen`.
+    """Listen to the notifications of the server at ``url``; see the asyncio ``listen``.
 
-    An async generator with the same items and behaviour. Iterate it inside
-    ``contextlib.aclosing(...)`` (trio finalizes abandoned async generators
-    late); leaving that block, or cancelling the surrounding scope, closes
-    the connection and asks no more. As there, the arguments (the
-    ``token`` included) are checked when ``listen`` is called, before any
-    connection: :class:`ValueError` from the call itself.
+    An async generator with the same options, items and behaviour. Iterate
+    it inside ``contextlib.aclosing(...)`` (trio finalizes abandoned async
+    generators late); leaving that block, or cancelling the surrounding
+    scope, closes the connection and asks no more. As there, the options
+    (the ``token`` included) are checked when ``listen`` is called, before
+    any connection: :class:`ValueError` from the call itself.
     """
-    driver = ListenDriver(
-        url,
-        token=token,
-        events=events,
-        policy=policy,
-        keepalive_interval=keepalive_interval,
-        profile=profile,
-        max_frame_size=max_frame_size,
-        random=random,
-        connect_timeout=connect_timeout,
-    )
-    return _listen(driver)
+    return _listen(listen_driver(url, **options))
 
 
 async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, None]:
@@ -132,8 +99,7 @@ async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, 
                 if stream is not None:
                     await trio.aclose_forcefully(stream)
                 stream = None
-            else:
-                assert type(action) is Stop
+            else:  # Stop
                 return
     finally:
         if stream is not None:
@@ -144,7 +110,7 @@ async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, 
 
 
 class _Connection:
-    """One accepted connection: a :class:`ServingConnection`, a reader and a writer task."""
+    """One accepted connection: a reader task, and a loop performing the driver's actions."""
 
     def __init__(self, server: Server, stream: trio.SocketStream) -> None:
         self._server = server
@@ -170,7 +136,7 @@ class _Connection:
             with self.cancel_scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._read)
-                    await self._write()
+                    await self._serve()
                     nursery.cancel_scope.cancel()
         finally:
             self.serving.connection_lost()
@@ -181,108 +147,59 @@ class _Connection:
     async def _read(self) -> None:
         serving = self.serving
         try:
-            while not serving.done:
+            while serving.wants_read:
                 data = bytes(await self._stream.receive_some(READ_SIZE))
-                serving.receive(data, trio.current_time())
+                serving.data_received(trio.current_time(), data)
                 self._ready.set()
-                if not data:
-                    return
         except _STREAM_ERRORS:
             serving.connection_lost()
             self._ready.set()
 
-    async def _write(self) -> None:
+    async def _serve(self) -> None:
         serving = self.serving
         stream = self._stream
         while True:
-            # A fresh event before taking the output: whatever is published
+            # A fresh event before the next action: whatever is published
             # from here on sets it, and whatever came before is taken now.
             self._ready = trio.Event()
-            now = trio.current_time()
-            serving.check_ask_deadline(now)
-            out = serving.take_output(now) + serving.keepalive(now)
-            if out:
+            action = serving.next_action(trio.current_time())
+            if type(action) is Write:
                 try:
-                    await stream.send_all(out)
+                    await stream.send_all(action.data)
                 except _STREAM_ERRORS:
                     serving.connection_lost()
-                    return
-            if serving.done:
+            elif type(action) is WaitUntil:
+                deadline = action.deadline
+                with trio.move_on_at(math.inf if deadline is None else deadline):
+                    await self._ready.wait()
+            elif type(action) is RunHandler:
+                handler = self._server._settings.exchange_handler
+                assert handler is not None
+                await run_exchange_handler(serving, handler, action.ask)
+            else:  # Close
                 return
-            if serving.exchange is not None:
-                await run_exchange_handler(serving, self._server._settings.exchange_handler)
-                continue
-            if serving.has_backlog:
-                await trio.lowlevel.checkpoint()
-                continue
-            # At most one of the two is set: the ask's deadline is cleared
-            # before a path (and its keep-alives) can start.
-            ask_deadline = serving.ask_deadline
-            keepalive_at = serving.keepalive_at
-            at = min(
-                math.inf if ask_deadline is None else ask_deadline,
-                math.inf if keepalive_at is None else keepalive_at,
-            )
-            with trio.move_on_at(at):
-                await self._ready.wait()
 
 
-class Server:
+class Server(ServerBase):
     """A running trio server of a hub; see :func:`serve`.
 
     ``url`` is its base URL (give it to :func:`listen`). :meth:`close` ends
     every open path cleanly and closes; leaving ``serve``'s block does it.
     """
 
-    def __init__(
-        self,
-        hub: Hub,
-        *,
-        token: str | None,
-        keepalive_interval: float,
-        profile: Profile,
-        exchange_handler: ExchangeHandler | None,
-        queue_size: int | None,
-        max_batch: int,
-        close_timeout: float,
-        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
-    ) -> None:
-        self._settings: ServeSettings[ExchangeHandler] = ServeSettings(
-            token=token,
-            keepalive_interval=keepalive_interval,
-            profile=profile,
-            exchange_handler=exchange_handler,
-            queue_size=queue_size,
-            max_batch=max_batch,
-            close_timeout=close_timeout,
-            ask_timeout=ask_timeout,
-        )
-        self.hub = hub
-        self.host = ""
-        self.port = 0
+    _settings: ServeSettings[ExchangeHandler]
+
+    def __init__(self, hub: Hub, settings: ServeSettings[ExchangeHandler]) -> None:
+        super().__init__(hub, settings)
         self._listeners: list[trio.SocketListener] = []
         self._connections: set[_Connection] = set()
         self._closing = False
         self._closed = trio.Event()
 
     @property
-    def keepalive_interval(self) -> float:
-        """Seconds without output after which a path gets a keep-alive."""
-        return self._settings.keepalive_interval
-
-    @property
-    def url(self) -> str:
-        """The base URL, ``http://host:port``."""
-        return format_url(self.host, self.port)
-
-    @property
     def connections(self) -> int:
         """How many connections are open."""
         return len(self._connections)
-
-    def publish(self, item: object) -> int:
-        """``hub.publish(item)``: call it from the trio thread."""
-        return self.hub.publish(item)
 
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         while True:
@@ -347,34 +264,19 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    token: str | None = None,
-    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-    profile: Profile = Profile.PROVIDER,
     exchange_handler: ExchangeHandler | None = None,
-    queue_size: int | None = None,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
-    ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+    **options: Unpack[ServeOptions],
 ) -> AsyncIterator[Server]:
     """Serve ``hub`` on ``host``:``port`` while the ``async with`` block runs.
 
     ``async with serve(hub) as server:`` starts it; leaving the block ends
     every open path cleanly and closes (see :meth:`Server.close`). The
-    options are those of the asyncio :func:`serve`, and are checked the
-    same way: a bad ``token`` or option raises :class:`ValueError` when the
+    options are those of the asyncio ``serve``, and are checked the same
+    way: a bad ``token`` or option raises :class:`ValueError` when the
     block is entered, before anything listens.
     """
-    server = Server(
-        hub,
-        token=token,
-        keepalive_interval=keepalive_interval,
-        profile=profile,
-        exchange_handler=exchange_handler,
-        queue_size=queue_size,
-        max_batch=max_batch,
-        close_timeout=close_timeout,
-        ask_timeout=ask_timeout,
-    )
+    settings = ServeSettings(exchange_handler=exchange_handler, **options)
+    server = Server(hub, settings)
     server._listeners = await trio.open_tcp_listeners(port, host=host)
     name = server._listeners[0].socket.getsockname()
     server.host = str(name[0])

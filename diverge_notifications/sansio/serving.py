@@ -1,0 +1,722 @@
+"""The serving driver: one accepted connection of a server, with the I/O left out.
+
+A server adapter accepts a connection and makes a :class:`ServingConnection`
+for it (through its :class:`ServeSettings`). From then on the adapter's
+loop for that connection asks :meth:`ServingConnection.next_action` what to
+do and does it:
+
+- :class:`Write` ``data`` to the socket;
+- :class:`WaitUntil` ``deadline`` (``None``: no deadline), reading the
+  socket meanwhile if ``wants_read``, until the deadline passes, data
+  arrives, or the ``wake`` callback given to the connection is called (the
+  hub has something for the path, or the server is closing);
+- :class:`RunHandler`: call the exchange handler with ``ask``;
+- :class:`Close` the socket: the connection is over.
+
+and reports what happened: :meth:`~ServingConnection.data_received`
+(``b""`` at end of file), :meth:`~ServingConnection.handler_answered` or
+:meth:`~ServingConnection.handler_failed`, :meth:`~ServingConnection.shutdown`
+when the server closes, :meth:`~ServingConnection.connection_lost` when the
+socket fails, and, for an adapter whose writes do not block (asyncio's
+transports), :meth:`~ServingConnection.write_paused` and
+:meth:`~ServingConnection.write_resumed`. Asking for the next action means
+the previous one is done.
+
+The connection owns the :class:`ServerConnection`, the hub subscription,
+batching (at most ``max_batch`` notifications per HTTP chunk), the ask's
+deadline, the keep-alive schedule, the exchange's answer and the end of the
+path on shutdown. Its states and what moves it between them are one table,
+:data:`SERVING_TRANSITIONS`; the code looks each (state, input) pair up and
+does the outcome found there. A pair the table lacks is a mistake of the
+adapter: :class:`LocalProtocolError`.
+
+Nothing here opens sockets, sleeps or reads a clock: ``now`` is a parameter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Generic, TypeVar, cast
+
+import attrs
+
+from ._errors import LocalProtocolError
+from .asks import Ask
+from .events import (
+    NEED_DATA,
+    AskRefused,
+    ConnectionClosed,
+    Event,
+    ExchangeAsked,
+    NotificationsAsked,
+)
+from .http import ChannelIds
+from .hub import Hub, Subscriber
+from .mcp import ErrorCode, ErrorData
+from .sequence import Profile
+from .server import ServerConnection
+
+__all__ = [
+    "DEFAULT_ASK_TIMEOUT",
+    "DEFAULT_CLOSE_TIMEOUT",
+    "DEFAULT_KEEPALIVE_INTERVAL",
+    "DEFAULT_MAX_BATCH",
+    "SERVING_TRANSITIONS",
+    "Close",
+    "ExchangeHandler",
+    "ExchangeResult",
+    "RunHandler",
+    "ServeAction",
+    "ServeSettings",
+    "ServingConnection",
+    "ServingInput",
+    "ServingOutcome",
+    "ServingState",
+    "WaitUntil",
+    "Write",
+]
+
+#: Seconds without output after which a server writes a keep-alive frame.
+DEFAULT_KEEPALIVE_INTERVAL: Final = 15.0
+#: Notifications a server writes per HTTP chunk at most.
+DEFAULT_MAX_BATCH: Final = 1024
+#: Seconds a closing server waits for its listeners to take the end of their paths.
+DEFAULT_CLOSE_TIMEOUT: Final = 5.0
+#: Seconds a server gives a new connection to complete its ask before closing it.
+DEFAULT_ASK_TIMEOUT: Final = 10.0
+
+#: What an exchange handler returns: a result object (or its JSON bytes),
+#: an :class:`ErrorData` to answer with an error, or ``None`` to decline.
+ExchangeResult = Mapping[str, Any] | bytes | ErrorData | None
+#: Answers one exchange of kinds 0-3. The async adapters also accept a
+#: handler that returns an awaitable.
+ExchangeHandler = Callable[[Ask], ExchangeResult | Awaitable[ExchangeResult]]
+
+
+def check_positive(name: str, value: float) -> None:
+    """Raise :class:`ValueError` unless ``value`` is a positive number (NaN is not)."""
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Write:
+    """Write ``data`` to the socket (all of it), then ask for the next action."""
+
+    data: bytes
+
+
+@attrs.frozen(kw_only=True)
+class WaitUntil:
+    """Wait until ``deadline`` (``None``: no deadline), the ``wake`` callback, or data.
+
+    While waiting, read the socket if ``wants_read`` and report what comes
+    with :meth:`ServingConnection.data_received`; then ask for the next action.
+    """
+
+    deadline: float | None
+    wants_read: bool
+
+
+@attrs.frozen(kw_only=True)
+class RunHandler:
+    """Call the exchange handler with ``ask``.
+
+    Report its answer with :meth:`ServingConnection.handler_answered`, or
+    :meth:`ServingConnection.handler_failed` if it raised. The connection
+    may go on meanwhile (an async adapter keeps reading and asking for
+    actions).
+    """
+
+    ask: Ask
+
+
+@attrs.frozen(kw_only=True)
+class Close:
+    """Close the socket: everything there was to write has been written."""
+
+
+ServeAction = Write | WaitUntil | RunHandler | Close
+
+_CLOSE: Final = Close()
+
+
+# --- the table -------------------------------------------------------------------------------
+
+
+class ServingState(enum.Enum):
+    """Where a served connection is."""
+
+    #: Reading the ask; the connection is closed if it is not complete by its deadline.
+    ASKING = "asking"
+    #: An exchange (kinds 0-3) waits for its handler to be run.
+    EXCHANGE = "exchange"
+    #: The exchange handler runs (:class:`RunHandler` was returned).
+    ANSWERING = "answering"
+    #: A notification path is written: batches as they come, keep-alives between.
+    PATH = "path"
+    #: The path's writes are paused (the adapter's flow control): nothing is written.
+    STALLED = "stalled"
+    #: The server closes: the path's queue and then its end go out with the next output.
+    ENDING = "ending"
+    #: The answer is complete: what is left to write goes out, then :class:`Close`.
+    FINISHING = "finishing"
+    #: :class:`Close` was returned, or the connection was lost.
+    CLOSED = "closed"
+
+
+class ServingInput(enum.Enum):
+    """What happens to a served connection: a report, or what the ask turned out to be."""
+
+    PATH_ASKED = "data_received(), a notifications ask"
+    EXCHANGE_ASKED = "data_received(), an exchange the server answers"
+    EXCHANGE_DECLINED = "data_received(), an exchange without a handler"
+    ASK_REFUSED = "data_received(), a refused ask"
+    PEER_GONE = "data_received(), the peer closed"
+    ASK_EXPIRED = "next_action(), past the ask's deadline"
+    HANDLER_RUN = "next_action(), the exchange's turn"
+    ANSWERED = "handler_answered() or handler_failed()"
+    PAUSED = "write_paused()"
+    RESUMED = "write_resumed()"
+    SHUTDOWN = "shutdown()"
+    PATH_ENDS = "next_action(), the end of the path"
+    CLOSING = "next_action(), nothing left to write"
+    LOST = "connection_lost()"
+
+
+class ServingOutcome(enum.Enum):
+    """What a transition does besides changing the state."""
+
+    NOTHING = "-"
+    OPEN_PATH = "subscribe; write the head"
+    HOLD = "keep the exchange for its handler"
+    DECLINE = "write 'not served'"
+    FINISH = "write what the connection has left"
+    DROP_PATH = "unsubscribe; write what the connection has left"
+    DROP_EXCHANGE = "forget the exchange; write what the connection has left"
+    SILENCE = "nothing more to write"
+    RUN_HANDLER = "RunHandler(ask)"
+    ANSWER = "write the handler's answer"
+    END_PATH = "write the queue, then the end"
+    CLOSE = "Close()"
+    DROP = "unsubscribe; forget the exchange"
+
+
+_ASKING, _EXCHANGE, _ANSWERING, _PATH, _STALLED, _ENDING, _FINISHING, _CLOSED = ServingState
+_In = ServingInput
+_Out = ServingOutcome
+
+#: (state, input) -> (next state, outcome). A pair that is not here is a
+#: mistake of the adapter and raises :class:`LocalProtocolError`.
+SERVING_TRANSITIONS: Final[
+    Mapping[tuple[ServingState, ServingInput], tuple[ServingState, ServingOutcome]]
+] = {
+    # The ask: one per connection (DESIGN §4), read or given up on.
+    (_ASKING, _In.PATH_ASKED): (_PATH, _Out.OPEN_PATH),
+    (_ASKING, _In.EXCHANGE_ASKED): (_EXCHANGE, _Out.HOLD),
+    # A server with no MCP server behind it to ask declines ("not served").
+    (_ASKING, _In.EXCHANGE_DECLINED): (_FINISHING, _Out.DECLINE),
+    (_ASKING, _In.ASK_REFUSED): (_FINISHING, _Out.FINISH),
+    (_ASKING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    # A peer that says nothing to answer holds a connection nobody is served by.
+    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.SILENCE),
+    (_ASKING, _In.SHUTDOWN): (_FINISHING, _Out.SILENCE),
+    # The exchange: its handler runs once, and its answer ends the connection.
+    (_EXCHANGE, _In.HANDLER_RUN): (_ANSWERING, _Out.RUN_HANDLER),
+    (_EXCHANGE, _In.ANSWERED): (_FINISHING, _Out.ANSWER),
+    (_ANSWERING, _In.ANSWERED): (_FINISHING, _Out.ANSWER),
+    (_EXCHANGE, _In.PEER_GONE): (_FINISHING, _Out.DROP_EXCHANGE),
+    (_ANSWERING, _In.PEER_GONE): (_FINISHING, _Out.DROP_EXCHANGE),
+    # A closing server lets a running handler answer first.
+    (_EXCHANGE, _In.SHUTDOWN): (_EXCHANGE, _Out.NOTHING),
+    (_ANSWERING, _In.SHUTDOWN): (_ANSWERING, _Out.NOTHING),
+    # The peer went away while the handler ran: nobody to answer.
+    (_FINISHING, _In.ANSWERED): (_FINISHING, _Out.NOTHING),
+    (_CLOSED, _In.ANSWERED): (_CLOSED, _Out.NOTHING),
+    # The path: written while the socket takes it, ended cleanly on shutdown.
+    (_PATH, _In.PAUSED): (_STALLED, _Out.NOTHING),
+    (_STALLED, _In.RESUMED): (_PATH, _Out.NOTHING),
+    (_PATH, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
+    (_STALLED, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
+    (_ENDING, _In.PATH_ENDS): (_FINISHING, _Out.END_PATH),
+    (_PATH, _In.PEER_GONE): (_FINISHING, _Out.DROP_PATH),
+    (_STALLED, _In.PEER_GONE): (_FINISHING, _Out.DROP_PATH),
+    (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.DROP_PATH),
+    # The end.
+    (_FINISHING, _In.CLOSING): (_CLOSED, _Out.CLOSE),
+    **{(state, _In.LOST): (_CLOSED, _Out.DROP) for state in ServingState},
+    # Flow control only holds a path back; elsewhere the writes are the answer's last.
+    **{
+        (state, what): (state, _Out.NOTHING)
+        for state in ServingState
+        for what in (_In.PAUSED, _In.RESUMED)
+        if (state, what) not in {(_PATH, _In.PAUSED), (_STALLED, _In.RESUMED)}
+    },
+    # Shutting down twice, or once the answer is decided, changes nothing.
+    (_ENDING, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
+    (_FINISHING, _In.SHUTDOWN): (_FINISHING, _Out.NOTHING),
+    (_CLOSED, _In.SHUTDOWN): (_CLOSED, _Out.NOTHING),
+}
+
+#: The states in which nothing more is read from the peer: the answer is decided.
+_DONE: Final = frozenset({_FINISHING, _CLOSED})
+#: The states with a hub subscription.
+_SUBSCRIBED: Final = frozenset({_PATH, _STALLED, _ENDING})
+#: The states with an exchange waiting for its answer.
+_EXCHANGING: Final = frozenset({_EXCHANGE, _ANSWERING})
+
+
+@attrs.frozen
+class _Failure:
+    """What :meth:`ServingConnection.handler_failed` passes on: why the handler failed."""
+
+    reason: str
+
+
+def _internal_error(message: str) -> ErrorData:
+    return ErrorData(code=int(ErrorCode.INTERNAL_ERROR), message=message)
+
+
+# --- the connection --------------------------------------------------------------------------
+
+
+class ServingConnection:
+    """One accepted connection of a serving adapter, without the I/O.
+
+    Made when the adapter accepts the connection, at ``now``: the peer has
+    ``ask_timeout`` seconds from then to complete its ask; one that has not
+    (it sends nothing, or sends it slowly) holds a connection nobody is
+    served by, and is closed without an answer. The adapter drives it with
+    :meth:`next_action` and the reports (see the module's documentation).
+
+    ``wake`` is the hub subscriber's ``on_ready``, called from
+    ``hub.publish`` when the path has something to write: the adapter ends
+    its :class:`WaitUntil` then. ``hub_lock`` serialises every call into
+    the hub and the subscriber (the blocking adapter's threads); ``wake`` is
+    called under it.
+
+    :meth:`receive`, :meth:`take_output`, :meth:`keepalive` and
+    :meth:`check_ask_deadline` are the steps :meth:`next_action` takes, for
+    a loop that wants to take them itself.
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        *,
+        wake: Callable[[], None],
+        now: float,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+        token: str | None = None,
+        profile: Profile = Profile.PROVIDER,
+        channel_ids: ChannelIds | None = None,
+        answers_exchanges: bool = False,
+        queue_size: int | None = None,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        hub_lock: contextlib.AbstractContextManager[Any] | None = None,
+    ) -> None:
+        check_positive("ask_timeout", ask_timeout)
+        self._hub = hub
+        self._wake = wake
+        self._keepalive_interval = keepalive_interval
+        self._ask_deadline = now + ask_timeout
+        self._connection = ServerConnection(token=token, profile=profile, channel_ids=channel_ids)
+        self._answers_exchanges = answers_exchanges
+        self._queue_size = queue_size
+        self._max_batch = max_batch
+        self._lock: contextlib.AbstractContextManager[Any] = (
+            hub_lock if hub_lock is not None else contextlib.nullcontext()
+        )
+        self._state = ServingState.ASKING
+        self._subscriber: Subscriber | None = None
+        self._outbox = bytearray()
+        self._exchange: Ask | None = None
+        self._last_output = 0.0
+        self._eof = False
+
+    # -- what the adapter reads -------------------------------------------------
+
+    @property
+    def state(self) -> ServingState:
+        """Where the connection is (see :data:`SERVING_TRANSITIONS`)."""
+        return self._state
+
+    @property
+    def connection(self) -> ServerConnection:
+        """The sans-IO connection."""
+        return self._connection
+
+    @property
+    def subscriber(self) -> Subscriber | None:
+        """The hub subscription of the open path, if any."""
+        return self._subscriber
+
+    @property
+    def path_open(self) -> bool:
+        """Whether a notification path is being written."""
+        return self._state in _SUBSCRIBED
+
+    @property
+    def exchange(self) -> Ask | None:
+        """The exchange (kinds 0-3) waiting for its handler's answer, if any."""
+        return self._exchange if self._state in _EXCHANGING else None
+
+    @property
+    def done(self) -> bool:
+        """The answer is decided: nothing more is read, and the connection closes."""
+        return self._state in _DONE
+
+    @property
+    def wants_read(self) -> bool:
+        """Whether the peer may still say something that matters (not after end of file)."""
+        return not self._eof and self._state not in _DONE
+
+    @property
+    def has_backlog(self) -> bool:
+        """Notifications are still queued after the last :meth:`take_output`."""
+        subscriber = self._subscriber
+        if subscriber is None:
+            return False
+        with self._lock:
+            return len(subscriber) > 0
+
+    @property
+    def ask_deadline(self) -> float | None:
+        """When the connection is closed unless its ask is complete; ``None`` once it is."""
+        return self._ask_deadline if self._state is _ASKING else None
+
+    @property
+    def keepalive_at(self) -> float | None:
+        """When a keep-alive is due if nothing else is written, or ``None``."""
+        if self._subscriber is None:
+            return None
+        return self._last_output + self._keepalive_interval
+
+    # -- the action loop --------------------------------------------------------
+
+    def next_action(self, now: float) -> ServeAction:
+        """What the adapter does next, at ``now`` (its monotonic clock, in seconds)."""
+        state = self._state
+        if state is _PATH:  # the busy case first: one batch, or a keep-alive when due
+            out = self.take_output(now) or self.keepalive(now)
+            if out:
+                return Write(data=out)
+            return WaitUntil(
+                deadline=self._last_output + self._keepalive_interval, wants_read=not self._eof
+            )
+        if state is _ASKING:
+            self.check_ask_deadline(now)
+            if self._state is _ASKING:
+                out = self.take_output(now)
+                if out:
+                    return Write(data=out)
+                return WaitUntil(deadline=self._ask_deadline, wants_read=not self._eof)
+        elif state is _STALLED:
+            return WaitUntil(deadline=None, wants_read=not self._eof)
+        elif state is _CLOSED:
+            return _CLOSE
+        # EXCHANGE, ANSWERING, ENDING, FINISHING, and ASKING past its deadline.
+        out = self.take_output(now)
+        if out:
+            return Write(data=out)
+        state = self._state
+        if state is _EXCHANGE:
+            action: ServeAction = self._step(_In.HANDLER_RUN, now)
+            return action
+        if state is _FINISHING:
+            action = self._step(_In.CLOSING, now)
+            return action
+        return WaitUntil(deadline=None, wants_read=not self._eof)
+
+    def data_received(self, now: float, data: bytes) -> None:
+        """Bytes read from the peer at ``now``; ``b""`` is the end of file."""
+        self.receive(data, now)
+
+    def handler_answered(self, result: ExchangeResult) -> None:
+        """The exchange handler returned ``result``.
+
+        A mapping or bytes is the result, an :class:`ErrorData` the error,
+        ``None`` declines; a result that is not a JSON object becomes an
+        internal error (``-32603``).
+        """
+        self._step(_In.ANSWERED, value=result)
+
+    def handler_failed(self, reason: str) -> None:
+        """The exchange handler raised: answer an internal error saying ``reason``."""
+        self._step(_In.ANSWERED, value=_Failure(reason))
+
+    def write_paused(self) -> None:
+        """The socket takes no more for now: the path waits (asyncio's ``pause_writing``)."""
+        self._step(_In.PAUSED)
+
+    def write_resumed(self) -> None:
+        """The socket takes data again (asyncio's ``resume_writing``)."""
+        self._step(_In.RESUMED)
+
+    def shutdown(self) -> None:
+        """The server is closing: end the path cleanly with the next output.
+
+        The path's queue goes out, then its end (in the container profile,
+        where no finish may follow notifications, the connection just
+        closes). A connection still reading its ask closes without an
+        answer; one answering an exchange answers first.
+        """
+        self._step(_In.SHUTDOWN)
+
+    def connection_lost(self) -> None:
+        """The socket is gone: drop the subscription; the next action is :class:`Close`."""
+        self._step(_In.LOST)
+
+    # -- the steps ----------------------------------------------------------------
+
+    def receive(self, data: bytes, now: float) -> None:
+        """Bytes read from the peer; ``b""`` is the end of file."""
+        if self._state in _DONE:
+            return  # the answer is written or being written: the rest is noise
+        if not data:
+            self._eof = True
+        connection = self._connection
+        connection.receive_data(data)
+        while self._state not in _DONE:
+            event = connection.next_event()
+            if event is NEED_DATA:
+                break
+            self._step(self._event_input(event), now, event)
+        if self._state not in _DONE:
+            self._outbox += connection.data_to_send()
+
+    def take_output(self, now: float) -> bytes:
+        """Everything there is to write now (``b""`` if nothing): at most one batch of the path."""
+        if self._state is _ENDING:
+            self._step(_In.PATH_ENDS, now)
+        else:
+            subscriber = self._subscriber
+            if subscriber is not None:
+                with self._lock:
+                    batch = subscriber.take(self._max_batch)
+                if batch:
+                    data = self._connection.send_notifications(batch)
+                    if not self._outbox:
+                        self._last_output = now
+                        return data
+                    self._outbox += data
+        if not self._outbox:
+            return b""
+        out = bytes(self._outbox)
+        self._outbox.clear()
+        self._last_output = now
+        return out
+
+    def check_ask_deadline(self, now: float) -> None:
+        """Past :attr:`ask_deadline` at ``now``, the connection is :attr:`done`, silently.
+
+        Before the deadline, or once the ask is complete, this does nothing.
+        """
+        if self._state is _ASKING and now >= self._ask_deadline:
+            self._step(_In.ASK_EXPIRED, now)
+
+    def keepalive(self, now: float) -> bytes:
+        """A keep-alive frame if one is due at ``now``, else ``b""``."""
+        due = self.keepalive_at
+        if due is None or now < due:
+            return b""
+        self._last_output = now
+        return self._connection.send_keepalive()
+
+    # -- internals ----------------------------------------------------------------
+
+    def _event_input(self, event: Event) -> ServingInput:
+        """Which input the connection's ``event`` is."""
+        kind = type(event)
+        if kind is NotificationsAsked:
+            return _In.PATH_ASKED
+        if kind is ExchangeAsked:
+            return _In.EXCHANGE_ASKED if self._answers_exchanges else _In.EXCHANGE_DECLINED
+        if kind is AskRefused:
+            return _In.ASK_REFUSED
+        if kind is ConnectionClosed:
+            return _In.PEER_GONE
+        raise LocalProtocolError(f"a server connection does not produce {event!r}")
+
+    def _step(self, what: ServingInput, now: float = 0.0, value: object = None) -> Any:
+        try:
+            state, outcome = SERVING_TRANSITIONS[(self._state, what)]
+        except KeyError:
+            raise LocalProtocolError(
+                f"{what.value} is not allowed in state {self._state.name}"
+            ) from None
+        self._state = state
+        return _HANDLERS[outcome](self, now, value)
+
+    def _nothing(self, now: float, value: object) -> None:
+        pass
+
+    def _open_path(self, now: float, value: object) -> None:
+        with self._lock:
+            self._subscriber = self._hub.subscribe(queue_size=self._queue_size, on_ready=self._wake)
+        self._outbox += self._connection.start_path()
+        self._last_output = now
+
+    def _hold(self, now: float, value: object) -> None:
+        assert isinstance(value, ExchangeAsked)
+        self._exchange = value.ask
+
+    def _decline(self, now: float, value: object) -> None:
+        self._outbox += self._connection.decline()
+
+    def _finish(self, now: float, value: object) -> None:
+        self._outbox += self._connection.data_to_send()
+
+    def _drop_path(self, now: float, value: object) -> None:
+        self._unsubscribe()
+        self._finish(now, value)
+
+    def _drop_exchange(self, now: float, value: object) -> None:
+        self._exchange = None
+        self._finish(now, value)
+
+    def _run_handler(self, now: float, value: object) -> RunHandler:
+        assert self._exchange is not None
+        return RunHandler(ask=self._exchange)
+
+    def _answer(self, now: float, value: object) -> None:
+        self._exchange = None
+        connection = self._connection
+        if value is None:
+            self._outbox += connection.decline()
+        elif isinstance(value, ErrorData):
+            self._outbox += connection.answer_error(value)
+        elif isinstance(value, _Failure):
+            self._outbox += connection.answer_error(_internal_error(value.reason))
+        else:
+            try:
+                answer = connection.answer(cast("Mapping[str, Any] | bytes", value))
+            except (LocalProtocolError, TypeError) as error:
+                # The connection refused the result and changed nothing.
+                answer = connection.answer_error(_internal_error(f"invalid result: {error}"))
+            self._outbox += answer
+
+    def _end_path(self, now: float, value: object) -> None:
+        subscriber = self._subscriber
+        assert subscriber is not None
+        connection = self._connection
+        # Whatever is queued goes out before the clean end, in batches as always.
+        with self._lock:
+            batch = subscriber.take(self._max_batch)
+            rest = subscriber.take()
+        if batch:
+            self._outbox += connection.send_notifications(batch)
+        if rest:
+            self._outbox += connection.send_notifications(rest)
+        self._unsubscribe()
+        # The container profile allows no finish after notifications: there
+        # the path ends with the connection.
+        with contextlib.suppress(LocalProtocolError):
+            self._outbox += connection.end_path()
+
+    def _close(self, now: float, value: object) -> Close:
+        return _CLOSE
+
+    def _drop(self, now: float, value: object) -> None:
+        self._unsubscribe()
+        self._exchange = None
+
+    def _unsubscribe(self) -> None:
+        subscriber = self._subscriber
+        if subscriber is not None:
+            self._subscriber = None
+            with self._lock:
+                subscriber.close()
+
+
+_HANDLERS: Final[Mapping[ServingOutcome, Callable[[ServingConnection, float, object], Any]]] = {
+    _Out.NOTHING: ServingConnection._nothing,
+    _Out.OPEN_PATH: ServingConnection._open_path,
+    _Out.HOLD: ServingConnection._hold,
+    _Out.DECLINE: ServingConnection._decline,
+    _Out.FINISH: ServingConnection._finish,
+    _Out.DROP_PATH: ServingConnection._drop_path,
+    _Out.DROP_EXCHANGE: ServingConnection._drop_exchange,
+    _Out.SILENCE: ServingConnection._nothing,
+    _Out.RUN_HANDLER: ServingConnection._run_handler,
+    _Out.ANSWER: ServingConnection._answer,
+    _Out.END_PATH: ServingConnection._end_path,
+    _Out.CLOSE: ServingConnection._close,
+    _Out.DROP: ServingConnection._drop,
+}
+
+
+# --- the settings ----------------------------------------------------------------------------
+
+
+def _check_positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    check_positive(attribute.name, value)
+
+
+def _check_token(_instance: object, _attribute: attrs.Attribute[Any], token: str | None) -> None:
+    # The very check each accepted connection's ServerConnection makes: a
+    # token it refuses is refused once here (ValueError), not by every
+    # connection later.
+    ServerConnection(token=token)
+
+
+#: The exchange handler a server takes: :data:`ExchangeHandler` for the async
+#: adapters, one that returns its answer itself for the blocking adapter.
+_Handler = TypeVar("_Handler", bound=ExchangeHandler)
+
+
+@attrs.frozen(kw_only=True)
+class ServeSettings(Generic[_Handler]):
+    """The options of a serving adapter's ``Server`` (the defaults of ``serve()``), checked once.
+
+    The server holds one and makes the :class:`ServingConnection` of each
+    accepted connection with :meth:`serving_connection`; ``channel_ids``
+    mints the channel ids of all its connections. A ``token`` the
+    :class:`ServerConnection` refuses (it is one or more visible ASCII
+    characters), and a timeout, interval or size that is not positive, are a
+    :class:`ValueError` here.
+    """
+
+    token: str | None = attrs.field(default=None, validator=_check_token)
+    keepalive_interval: float = attrs.field(
+        default=DEFAULT_KEEPALIVE_INTERVAL, validator=_check_positive
+    )
+    profile: Profile = Profile.PROVIDER
+    exchange_handler: _Handler | None = None
+    queue_size: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_check_positive)
+    )
+    max_batch: int = attrs.field(default=DEFAULT_MAX_BATCH, validator=_check_positive)
+    close_timeout: float = attrs.field(default=DEFAULT_CLOSE_TIMEOUT, validator=_check_positive)
+    ask_timeout: float = attrs.field(default=DEFAULT_ASK_TIMEOUT, validator=_check_positive)
+    channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
+
+    def serving_connection(
+        self,
+        hub: Hub,
+        *,
+        wake: Callable[[], None],
+        now: float,
+        hub_lock: contextlib.AbstractContextManager[Any] | None = None,
+    ) -> ServingConnection:
+        """The :class:`ServingConnection` of a connection accepted at ``now``; see its arguments."""
+        return ServingConnection(
+            hub,
+            wake=wake,
+            now=now,
+            ask_timeout=self.ask_timeout,
+            keepalive_interval=self.keepalive_interval,
+            token=self.token,
+            profile=self.profile,
+            channel_ids=self.channel_ids,
+            answers_exchanges=self.exchange_handler is not None,
+            queue_size=self.queue_size,
+            max_batch=self.max_batch,
+            hub_lock=hub_lock,
+        )
