@@ -32,9 +32,9 @@ from diverge_notifications.sansio.messages import (
     NOTIFICATION_TAG,
     NOTIFICATION_TAG_BYTE,
     Message,
-    as_error,
-    as_notification,
     pack_frame_head,
+    to_error,
+    to_notification,
 )
 
 PROGRESS_MESSAGE = bytes.fromhex(
@@ -142,20 +142,20 @@ def test_a_frame_head_and_the_json_are_the_frame_of_the_message(message: Message
 def test_writers_take_a_notification_as_an_object_a_mapping_or_raw_json() -> None:
     raw = b'{ "method" : "notifications/x" }'
     note = Notification.from_bytes(raw)
-    assert as_notification(note) is note
-    assert as_notification(raw).to_bytes() == raw  # relayed unchanged
-    assert as_notification(bytearray(raw)).to_bytes() == raw
+    assert to_notification(note) is note
+    assert to_notification(raw).to_bytes() == raw  # relayed unchanged
+    assert to_notification(bytearray(raw)).to_bytes() == raw
     assert (
-        as_notification({"method": "notifications/x"}).to_bytes() == b'{"method":"notifications/x"}'
+        to_notification({"method": "notifications/x"}).to_bytes() == b'{"method":"notifications/x"}'
     )
     with pytest.raises(LocalProtocolError, match="not a notification"):
-        as_notification(b"[]")
+        to_notification(b"[]")
     with pytest.raises(TypeError):
-        as_notification(42)  # type: ignore[arg-type]
+        to_notification(42)  # type: ignore[arg-type]
     error = ErrorData(code=1, message="m")
-    assert as_error(error) is error
+    assert to_error(error) is error
     with pytest.raises(TypeError, match="expected an ErrorData"):
-        as_error({"code": 1})  # type: ignore[arg-type]
+        to_error({"code": 1})  # type: ignore[arg-type]
 
 
 # --- the three failures ---------------------------------------------------------------

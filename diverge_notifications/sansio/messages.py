@@ -29,11 +29,11 @@ __all__ = [
     "NOTIFICATION_TAG_BYTE",
     "Message",
     "NotificationLike",
-    "as_error",
-    "as_notification",
     "decode_message",
     "encode_message",
     "pack_frame_head",
+    "to_error",
+    "to_notification",
 ]
 
 #: Tag of a message carrying a notification.
@@ -98,15 +98,18 @@ def encode_message(message: Message) -> bytes:
     raise TypeError(f"expected a Notification or ErrorData, not {type(message).__name__}")
 
 
-def as_notification(item: NotificationLike) -> Notification:
-    """``item`` as a :class:`Notification`, for a writer about to send it.
+def to_notification(item: NotificationLike) -> Notification:
+    """``item`` as a :class:`Notification`, for a writer about to send it (strict).
+
+    Unlike the hub's lenient :func:`~.hub.as_notification`, which returns
+    ``None`` for what is not a notification, this raises: a writer given
+    something else is the caller's mistake.
 
     A :class:`Notification` is returned as it is; a mapping is encoded as
     compact JSON; raw JSON bytes are checked to decode as a notification and
     kept unchanged (its :meth:`~Notification.to_bytes` gives them back).
     Raises :class:`LocalProtocolError` if ``item`` is not a notification and
-    :class:`TypeError` if it is none of these types: the caller's mistake,
-    not the peer's.
+    :class:`TypeError` if it is none of these types.
     """
     if isinstance(item, Notification):
         return item
@@ -120,7 +123,7 @@ def as_notification(item: NotificationLike) -> Notification:
     raise TypeError(f"expected a Notification, a mapping or JSON bytes, not {type(item).__name__}")
 
 
-def as_error(error: ErrorData) -> ErrorData:
+def to_error(error: ErrorData) -> ErrorData:
     """``error``, checked to be an :class:`ErrorData` (else :class:`TypeError`)."""
     if not isinstance(error, ErrorData):
         raise TypeError(f"expected an ErrorData, not {type(error).__name__}")

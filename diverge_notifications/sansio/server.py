@@ -64,9 +64,9 @@ from .messages import (
     ERROR_TAG,
     NOTIFICATION_TAG,
     NotificationLike,
-    as_error,
-    as_notification,
     pack_frame_head,
+    to_error,
+    to_notification,
 )
 from .sequence import Profile
 from .server_states import (
@@ -369,7 +369,7 @@ class ServerConnection:
         return answer_head(self._location())
 
     def _frame(self, notification: NotificationLike) -> bytes:
-        json = as_notification(notification).to_bytes()
+        json = to_notification(notification).to_bytes()
         _check_payload(json, self._max_frame_size)
         return _chunk_of_one(NOTIFICATION_TAG, json)
 
@@ -377,7 +377,7 @@ class ServerConnection:
         return KEEPALIVE_CHUNK
 
     def _error_and_end(self, error: ErrorData) -> bytes:
-        json = as_error(error).to_bytes()
+        json = to_error(error).to_bytes()
         _check_payload(json, self._max_frame_size)
         return _chunk_of_one(ERROR_TAG, json) + LAST_CHUNK
 
@@ -389,7 +389,7 @@ class ServerConnection:
 
     def _answer(self, answer: _Answer) -> bytes:
         if answer.tag == ERROR_TAG:
-            json = as_error(answer.value).to_bytes()
+            json = to_error(answer.value).to_bytes()
         else:
             json = _result_json(answer.value)
         _check_payload(json, self._max_frame_size)
@@ -423,7 +423,7 @@ class ServerConnection:
         if type(notification) is Notification:
             json = notification.to_bytes()
         else:
-            json = as_notification(notification).to_bytes()
+            json = to_notification(notification).to_bytes()
         payload = len(json) + 1
         if payload > self._max_frame_size:
             _check_payload(json, self._max_frame_size)
@@ -450,7 +450,7 @@ class ServerConnection:
         limit = self._max_frame_size
         for item in notifications:
             json = (
-                item.to_bytes() if type(item) is Notification else as_notification(item).to_bytes()
+                item.to_bytes() if type(item) is Notification else to_notification(item).to_bytes()
             )
             payload = len(json) + 1
             if payload > limit:

@@ -17,7 +17,7 @@ from typing import Final
 
 from ._errors import LocalProtocolError
 from .mcp import ErrorData
-from .messages import NotificationLike, as_error, as_notification, encode_message
+from .messages import NotificationLike, encode_message, to_error, to_notification
 from .sequence import GrammarPoint, Part, Profile, allows, violates_profile
 
 __all__ = ["WRITER_TRANSITIONS", "ContainerWriter", "WriterInput", "WriterState"]
@@ -128,14 +128,14 @@ class ContainerWriter:
     def notification(self, notification: NotificationLike) -> bytes:
         """The payload of one notification: ``[0]`` + its JSON (raw bytes relayed unchanged)."""
         state = self._next(WriterInput.NOTIFICATION)
-        payload = encode_message(as_notification(notification))
+        payload = encode_message(to_notification(notification))
         self._state = state
         return payload
 
     def error(self, error: ErrorData) -> bytes:
         """The payload of the error, ``[1]`` + its JSON; :meth:`finish` is required next."""
         state = self._next(WriterInput.ERROR)
-        payload = encode_message(as_error(error))
+        payload = encode_message(to_error(error))
         self._state = state
         return payload
 
