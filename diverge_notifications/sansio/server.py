@@ -49,7 +49,7 @@ from .events import (
     ExchangeAsked,
     NotificationsAsked,
 )
-from .framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE
+from .framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE, pack_length
 from .http import (
     ASK_PATH,
     KEEPALIVE_CHUNK,
@@ -62,7 +62,9 @@ from .http import (
 from .mcp import ErrorData, Notification
 from .messages import (
     ERROR_TAG,
+    ERROR_TAG_BYTE,
     NOTIFICATION_TAG,
+    NOTIFICATION_TAG_BYTE,
     NotificationLike,
     pack_frame_head,
     to_error,
@@ -125,15 +127,19 @@ def _check_payload(json: bytes, limit: int) -> None:
         )
 
 
-#: One HTTP chunk holding one frame, filled in one formatting step: the
-#: chunk's size line, the frame's head (:data:`~.messages.pack_frame_head`),
-#: the JSON, the chunk's end.
-_FRAME_CHUNK: Final = b"%x\r\n%b%b\r\n"
+#: By tag: one HTTP chunk holding the frame of one message, filled in one
+#: formatting step with the chunk's size, the frame's length prefix and the
+#: JSON (size line, length prefix, the tag's byte, JSON, chunk end).
+_MESSAGE_CHUNK: Final[Mapping[int, bytes]] = {
+    tag: b"%x\r\n%b" + tag_byte + b"%b\r\n"
+    for tag, tag_byte in ((NOTIFICATION_TAG, NOTIFICATION_TAG_BYTE), (ERROR_TAG, ERROR_TAG_BYTE))
+}
+_NOTIFICATION_CHUNK: Final = _MESSAGE_CHUNK[NOTIFICATION_TAG]
 
 
 def _chunk_of_one(tag: int, json: bytes) -> bytes:
     payload = len(json) + 1
-    return _FRAME_CHUNK % (payload + PREFIX_SIZE, pack_frame_head(payload, tag), json)
+    return _MESSAGE_CHUNK[tag] % (payload + PREFIX_SIZE, pack_length(payload), json)
 
 
 class ServerConnection:
@@ -427,11 +433,7 @@ class ServerConnection:
         payload = len(json) + 1
         if payload > self._max_frame_size:
             _check_payload(json, self._max_frame_size)
-        return _FRAME_CHUNK % (
-            payload + PREFIX_SIZE,
-            pack_frame_head(payload, NOTIFICATION_TAG),
-            json,
-        )
+        return _NOTIFICATION_CHUNK % (payload + PREFIX_SIZE, pack_length(payload), json)
 
     def send_notifications(self, notifications: Iterable[NotificationLike]) -> bytes:
         """Several notifications, one frame each, in ONE HTTP chunk.
