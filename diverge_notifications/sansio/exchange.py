@@ -109,8 +109,8 @@ class _Arrival:
         raw: bytes = b"",
         error: ErrorData | None = None,
         status: int | None = None,
-        reason: str = "",
-        violation: str = "",
+        reason: str | None = None,
+        violation: str | None = None,
     ) -> None:
         self.result = result
         self.raw = raw
@@ -122,24 +122,39 @@ class _Arrival:
         self.violation = violation
 
 
-def _result(arrival: _Arrival) -> Event:
-    assert arrival.result is not None, "only a result message brings a result"
+def _result(arrival: _Arrival) -> Event | None:
+    if arrival.result is None:
+        return None
     return ResultReceived(result=arrival.result, raw=arrival.raw)
 
 
-def _errored(arrival: _Arrival) -> Event:
-    assert arrival.error is not None, "only an error message brings an error"
-    return StreamErrored(error=arrival.error)
+def _errored(arrival: _Arrival) -> Event | None:
+    return None if arrival.error is None else StreamErrored(error=arrival.error)
 
 
-#: What each outcome of :data:`ANSWER_TRANSITIONS` makes of what arrived.
-_EVENT_OF: Final[Mapping[AnswerOutcome, Callable[[_Arrival], Event]]] = {
+def _not_served(arrival: _Arrival) -> Event | None:
+    if arrival.reason is None:
+        return None
+    return NotServed(status=arrival.status, reason=arrival.reason)
+
+
+def _violation(arrival: _Arrival) -> Event | None:
+    return None if arrival.violation is None else StreamBroken(reason=arrival.violation)
+
+
+def _broken(arrival: _Arrival) -> Event | None:
+    return None if arrival.reason is None else StreamBroken(reason=arrival.reason)
+
+
+#: What each outcome of :data:`ANSWER_TRANSITIONS` makes of what arrived;
+#: ``None`` when it cannot be made of that (the table's row does not fit).
+_EVENT_OF: Final[Mapping[AnswerOutcome, Callable[[_Arrival], Event | None]]] = {
     _AO.RESULT: _result,
     _AO.ERRORED: _errored,
-    _AO.NOT_SERVED: lambda arrival: NotServed(status=arrival.status, reason=arrival.reason),
+    _AO.NOT_SERVED: _not_served,
     _AO.ENDED: lambda arrival: StreamEnded(),
-    _AO.VIOLATION: lambda arrival: StreamBroken(reason=arrival.violation),
-    _AO.BROKEN: lambda arrival: StreamBroken(reason=arrival.reason),
+    _AO.VIOLATION: _violation,
+    _AO.BROKEN: _broken,
 }
 
 
@@ -198,16 +213,24 @@ class AnswerMachine:
         if self._state is AnswerState.DONE:
             return
         state, outcome = ANSWER_TRANSITIONS[(self._state, what)]
-        self._events.append(_EVENT_OF[outcome](arrival))
+        event = _EVENT_OF[outcome](arrival)
+        if event is None:
+            raise ValueError(
+                f"ANSWER_TRANSITIONS says {outcome.name} for {self._state.name} + {what.name}, "
+                "which cannot be made of what that input brings"
+            )
+        self._events.append(event)
         self._state = state
 
     def _classify(self, payload: bytes) -> tuple[AnswerInput, _Arrival]:
         """Which input a message is, and what it brings."""
         # After the answer, any message breaks the rules, whatever it holds.
-        violation = _MORE_THAN_ONE if self._state is AnswerState.ANSWERED else ""
-        tag = payload[0]  # never empty: a frame of length 0 is a keep-alive
+        violation = _MORE_THAN_ONE if self._state is AnswerState.ANSWERED else None
+        tag = payload[0] if payload else None  # a frame of length 0 is a keep-alive
         body = memoryview(payload)[1:]
-        if tag == NOTIFICATION_TAG:
+        if tag is None:
+            detail = "the message is empty"
+        elif tag == NOTIFICATION_TAG:
             try:
                 result = parse(body)
             except JsonError as error:
