@@ -117,8 +117,8 @@ _N, _ER, _F = Part.NOTIFICATION, Part.ERROR, Part.FINISH
 #: The profile rules (DESIGN §5), written once: for each profile, after what a
 #: path carried last (nothing yet, a notification, the error), the parts that
 #: may come next. The reader's :data:`TRANSITIONS`, the server's tables
-#: (:mod:`.server`) and the container writer's (:mod:`.writer`) are derived
-#: from it when they are imported.
+#: (:mod:`.server_states`) and the container writer's (:mod:`.writer`) are
+#: derived from it when they are imported.
 PROFILE_GRAMMAR: Final[Mapping[Profile, Mapping[GrammarPoint, tuple[Part, ...]]]] = {
     # seed 000: [0]* then at most one [1], then the end
     Profile.PROVIDER: {None: (_N, _ER, _F), _N: (_N, _ER, _F), _ER: (_F,)},
@@ -151,8 +151,10 @@ def _check_grammar() -> None:
     # the server writes the end with it), which is only right while nothing
     # but the finish may follow an error.
     for profile, rules in PROFILE_GRAMMAR.items():
-        if set(rules) != set(GRAMMAR_POINTS) or rules[_ER] != (_F,):
+        if set(rules) != set(GRAMMAR_POINTS):
             raise ValueError(f"the {profile.value} grammar must say what follows each point")
+        if rules[_ER] != (_F,):
+            raise ValueError(f"in the {profile.value} grammar only the finish may follow the error")
 
 
 _check_grammar()
