@@ -654,7 +654,7 @@ def _scripts() -> dict[str, Script]:
             eof=False,
             events=(_OPENED, _RECEIVED[0]),
         ),
-        # --- the container profile (seeds 001, 003) ---
+        # --- the container profile (the container proxy's Response and Request pages) ---
         "container_notifications_open": Script(
             description="container profile happy path: notifications, no finish",
             answer=head + chunk(nf(_N1)) + chunk(nf(_N2)),
