@@ -91,7 +91,7 @@ END: Final = End.END
 
 
 class Bad:
-    """Returned by a body reader whose body breaks HTTP/1.1: why, for people."""
+    """Why the bytes break HTTP/1.1, for people: what a reader returns for a bad body or head."""
 
     __slots__ = ("reason",)
 

@@ -4,10 +4,10 @@ h11 writes the ask's request. Each head of the answer (any number of 1xx
 heads, then the final one) is found here, in the bytes read so far, and
 handed whole to h11, which parses and validates it: so the head's size
 limit is exact, and what h11 says about a head does not depend on how its
-bytes were split into reads (:class:`HeadReader`). Then what a final head means: a 2xx head either
-opens a path on a channel or cannot (:func:`path_channel`); any other is a
-refusal, told to people by its status, its phrase and the start of its
-body (:class:`Refusal`).
+bytes were split into reads (:class:`HeadReader`). Then what a final head
+means: a 2xx head either opens a path on a channel or cannot
+(:func:`path_channel`); any other is a refusal, told to people by its
+status, its phrase and the start of its body (:class:`Refusal`).
 """
 
 from __future__ import annotations

@@ -462,7 +462,8 @@ class _AskConnection(Generic[_R]):
 
 #: What each outcome of :data:`PROXY_TRANSITIONS` does. The rules queue the
 #: events: :data:`ProxyOutcome.RULES_TERMINAL` adds none to theirs, and
-#: neither does a step that is skipped or that does nothing.
+#: neither does a step that is skipped or that does nothing; those three
+#: differ in what they can act on (:data:`~.proxy_table.TAKES`).
 _ON_OUTCOME: Final[
     Mapping[ProxyOutcome, Callable[[Any, str | None, Sequence[bytes] | None], None]]
 ] = {
