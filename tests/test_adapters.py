@@ -48,6 +48,7 @@ from diverge_notifications.sansio import (
     StreamErrored,
     StreamOpened,
 )
+from diverge_notifications.sansio.actions import Connect, Deliver, Disconnect, Receive, Send, Sleep
 from diverge_notifications.sansio.events import (
     NEED_DATA,
     AttemptsExhausted,
@@ -56,13 +57,7 @@ from diverge_notifications.sansio.events import (
 )
 from diverge_notifications.sansio.listening import (
     DEFAULT_CONNECT_TIMEOUT,
-    Connect,
-    Deliver,
-    Disconnect,
     ListenDriver,
-    Receive,
-    Send,
-    Sleep,
     idle_timeout_reason,
 )
 from diverge_notifications.sansio.policy import Backoff, ProxyPolicy

@@ -41,7 +41,8 @@ from diverge_notifications.sansio import (
     StreamBroken,
     StreamOpened,
 )
-from diverge_notifications.sansio.listening import Deliver, Disconnect, ListenDriver
+from diverge_notifications.sansio.actions import Deliver, Disconnect
+from diverge_notifications.sansio.listening import ListenDriver
 from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
 from diverge_notifications.sansio.serving import ServeSettings
 

@@ -13,20 +13,15 @@ import errno
 import inspect
 import random as _random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
+from ..sansio.actions import ExchangeHandler, ExchangeResult
 from ..sansio.asks import Ask
 from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
-from ..sansio.serving import (
-    DEFAULT_KEEPALIVE_INTERVAL,
-    ExchangeHandler,
-    ExchangeResult,
-    ServeSettings,
-    ServingConnection,
-)
+from ..sansio.serving import DEFAULT_KEEPALIVE_INTERVAL, ServeSettings, ServingConnection
 from ..sansio.urls import format_url, parse_url
 
 if TYPE_CHECKING:
@@ -36,6 +31,7 @@ __all__ = [
     # Imported from here by the command line, from before the drivers moved to sansio/.
     "DEFAULT_KEEPALIVE_INTERVAL",
     "READ_SIZE",
+    "ClosedOnExit",
     "ListenOptions",
     "ServeOptions",
     "ServerBase",
@@ -155,6 +151,22 @@ async def run_exchange_handler(
     _report(serving, result)
 
 
+_Closing = TypeVar("_Closing", bound="ClosedOnExit")
+
+
+class ClosedOnExit:
+    """A ``with`` block around it calls :meth:`close` on exit (the blocking adapter's objects)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Closing) -> _Closing:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 class ServerBase:
     """What the adapters' ``Server`` classes share: the hub, the options, the address.
 
@@ -166,6 +178,14 @@ class ServerBase:
         self.host = ""
         self.port = 0
         self._settings = settings
+        self._connections: set[Any] = set()
+        #: Set by close(): from then on, what is accepted is closed at once.
+        self._closing = False
+
+    @property
+    def connections(self) -> int:
+        """How many connections are open."""
+        return len(self._connections)
 
     @property
     def keepalive_interval(self) -> float:

@@ -1,12 +1,10 @@
 """The blocking-socket adapter: :func:`listen` and :func:`serve`, for scripts and threads.
 
-Both are thin loops around :mod:`._common`, which holds every decision;
-this module moves bytes and owns :func:`time.monotonic`.
-
-The server runs on background threads, one per connection plus one that
-accepts. The hub is not thread-safe, so the server serialises every call
-into it with a lock: publish with :meth:`Server.publish`, which is safe
-from any thread, never with ``hub.publish`` directly while it runs.
+Both perform the actions of the sans-IO drivers, which take every decision;
+this module moves bytes and owns :func:`time.monotonic`. The server runs on
+background threads, one per connection plus one that accepts, and
+serialises every call into the hub (which is not thread-safe) with a lock:
+publish with :meth:`Server.publish`, from any thread.
 """
 
 from __future__ import annotations
@@ -16,23 +14,15 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
-from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from ..sansio.actions import ExchangeResult, RunHandler, WaitUntil, Write
 from ..sansio.asks import Ask
-from ..sansio.events import Event
 from ..sansio.hub import Hub
-from ..sansio.listening import Connect, Deliver, Disconnect, ListenDriver, Receive, Send, Sleep
-from ..sansio.mcp import Notification
-from ..sansio.serving import ExchangeResult, RunHandler, ServeSettings, WaitUntil, Write
-from ._common import (
-    READ_SIZE,
-    ServerBase,
-    call_exchange_handler,
-    describe_error,
-    listen_driver,
-)
+from ..sansio.serving import ServeSettings
+from ._blocking_listener import Listener
+from ._common import READ_SIZE, ClosedOnExit, ServerBase, call_exchange_handler, listen_driver
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -44,158 +34,18 @@ __all__ = ["Listener", "Server", "listen", "serve"]
 #: A blocking exchange handler: it returns the answer itself.
 BlockingExchangeHandler = Callable[[Ask], ExchangeResult]
 
-_Closing = TypeVar("_Closing", bound="_ClosedOnExit")
-
 #: Seconds the accepting thread waits after a failure to accept or to set a
 #: connection up (out of descriptors, out of threads), so that connections
 #: can end and give theirs back first.
 _ACCEPT_BACKOFF = 0.1
 
 
-class _ClosedOnExit:
-    """A ``with`` block around it calls :meth:`close` on exit."""
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self: _Closing) -> _Closing:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-# --- the listener --------------------------------------------------------------
-
-
-class Listener(_ClosedOnExit, Iterator["Notification | Event"]):
-    """An iterator over what a server sends; see :func:`listen`.
-
-    :meth:`close` stops it, from the iterating thread or from any other
-    one: no further ask is made and the connection is closed. A ``for``
-    loop that breaks out of it, or a ``with`` block around it, should
-    close it.
-    """
-
-    def __init__(self, driver: ListenDriver) -> None:
-        self._driver = driver
-        self._stop = threading.Event()
-        # Held for the whole of each next(): close() tries it to learn
-        # whether another thread is inside the generator right now.
-        self._next_lock = threading.Lock()
-        self._socket_lock = threading.Lock()
-        self._socket: socket.socket | None = None
-        self._items = self._run()
-
-    def __iter__(self) -> Listener:
-        return self
-
-    def __next__(self) -> Notification | Event:
-        with self._next_lock:
-            return next(self._items)
-
-    def close(self) -> None:
-        """Stop listening; safe to call from any thread, and more than once.
-
-        No further ask is made and nothing more is yielded. From another
-        thread it interrupts a read or a backoff sleep at once; a connection
-        attempt ends within ``connect_timeout``. The iterating thread's
-        ``next()`` then raises ``StopIteration``.
-        """
-        self._stop.set()
-        with self._socket_lock:
-            sock = self._socket
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv() in the other thread
-        if self._next_lock.acquire(blocking=False):
-            try:
-                self._items.close()  # nobody is inside it: finish it here
-            finally:
-                self._next_lock.release()
-
-    def _set_socket(self, sock: socket.socket | None) -> None:
-        with self._socket_lock:
-            old = self._socket
-            self._socket = sock
-        if old is not None and old is not sock:
-            old.close()
-
-    def _run(self) -> Generator[Notification | Event, None, None]:
-        driver = self._driver
-        stop = self._stop
-        sock: socket.socket | None = None
-        try:
-            while not stop.is_set():
-                action = driver.next_action(time.monotonic())
-                if type(action) is Deliver:
-                    for item in action.items:
-                        if stop.is_set():
-                            return
-                        yield item
-                elif type(action) is Receive:
-                    assert sock is not None
-                    try:
-                        if sock.gettimeout() != action.timeout:
-                            sock.settimeout(action.timeout)
-                        data = sock.recv(READ_SIZE)
-                    except TimeoutError:
-                        driver.timed_out(time.monotonic())
-                    except OSError as error:
-                        if stop.is_set():
-                            return
-                        driver.connection_lost(time.monotonic(), describe_error(error))
-                    else:
-                        if stop.is_set():
-                            return  # close() shut the socket down: not the server's end
-                        driver.data_received(time.monotonic(), data)
-                elif type(action) is Send:
-                    assert sock is not None
-                    try:
-                        sock.sendall(action.data)
-                    except OSError as error:
-                        if stop.is_set():
-                            return
-                        driver.connection_lost(time.monotonic(), describe_error(error))
-                elif type(action) is Connect:
-                    try:
-                        sock = socket.create_connection(
-                            (action.host, action.port), timeout=action.timeout
-                        )
-                    except OSError as error:
-                        driver.connect_failed(time.monotonic(), describe_error(error))
-                    else:
-                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                        self._set_socket(sock)
-                        if stop.is_set():
-                            return
-                        driver.connected(time.monotonic())
-                elif type(action) is Sleep:
-                    stop.wait(action.delay)
-                elif type(action) is Disconnect:
-                    self._set_socket(None)
-                    sock = None
-                else:  # Stop
-                    return
-        finally:
-            self._set_socket(None)
-
-
 def listen(url: str, **options: Unpack[ListenOptions]) -> Listener:
     """Listen to the notifications of the server at ``url``: a blocking iterator.
 
-    It yields what the asyncio ``listen`` yields, takes the same options and
-    behaves the same: notifications (every event with ``events=True``), a
-    re-ask after every end of a path with the policy's delay,
-    ``3 * keepalive_interval`` seconds of silence as a broken path, the end
-    after ``AttemptsExhausted``. ``close()`` (from any thread) stops it. The
-    options (the ``token`` included) are checked by the call, before any
-    connection: :class:`ValueError`.
+    It takes the options of the asyncio ``listen``, yields what it yields and
+    behaves the same; ``close()``, from any thread, stops it. The options are
+    checked by the call, before any connection: :class:`ValueError`.
     """
     return Listener(listen_driver(url, **options))
 
@@ -295,12 +145,11 @@ class _Connection:
             self.socket.shutdown(socket.SHUT_RDWR)
 
 
-class Server(ServerBase, _ClosedOnExit):
+class Server(ServerBase, ClosedOnExit):
     """A blocking server of a hub running on background threads; see :func:`serve`.
 
-    ``url`` is its base URL. :meth:`publish` is safe from any thread.
-    :meth:`close` ends every open path cleanly and closes; ``with`` closes
-    on exit.
+    :meth:`publish` is safe from any thread. :meth:`close` ends every open
+    path cleanly and closes; ``with`` closes on exit.
     """
 
     _settings: ServeSettings[BlockingExchangeHandler]
@@ -311,9 +160,7 @@ class Server(ServerBase, _ClosedOnExit):
         super().__init__(hub, settings)
         #: Held around every call into the hub; hold it too to call the hub directly.
         self.lock = threading.RLock()
-        self._connections: set[_Connection] = set()
         self._connections_lock = threading.Lock()
-        self._closing = False
         #: Set once the first close() has finished: later ones wait for it.
         self._closed = threading.Event()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -344,10 +191,7 @@ class Server(ServerBase, _ClosedOnExit):
             return len(self._connections)
 
     def publish(self, item: object) -> int:
-        """Publish ``item`` to every open path; safe from any thread.
-
-        Returns how many subscribers queued it (see ``Hub.publish``).
-        """
+        """``hub.publish(item)`` under :attr:`lock`: safe from any thread."""
         with self.lock:
             return self.hub.publish(item)
 
@@ -436,13 +280,11 @@ def serve(
     exchange_handler: BlockingExchangeHandler | None = None,
     **options: Unpack[ServeOptions],
 ) -> Server:
-    """Serve ``hub`` on ``host``:``port`` (0 picks a free port) on background threads.
+    """Serve ``hub`` on ``host``:``port`` (0 picks a free port): ``with serve(hub) as server:``.
 
-    Returns the running :class:`Server`; ``with serve(hub) as server:`` closes
-    it when the block is left. The options are those of the asyncio
-    ``serve``, checked the same way before anything listens (a bad ``token``
-    or option is a :class:`ValueError`); ``exchange_handler`` must return its
-    answer (it runs on the connection's thread).
+    Returns the running :class:`Server`. The options are those of the asyncio
+    ``serve``, checked the same way; ``exchange_handler`` returns its answer
+    (it runs on the connection's thread).
     """
     settings = ServeSettings(exchange_handler=exchange_handler, **options)
     return Server(hub, host, port, settings)

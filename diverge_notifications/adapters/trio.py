@@ -20,11 +20,23 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..sansio.actions import (
+    Connect,
+    Deliver,
+    Disconnect,
+    ExchangeHandler,
+    Receive,
+    RunHandler,
+    Send,
+    Sleep,
+    WaitUntil,
+    Write,
+)
 from ..sansio.events import Event
 from ..sansio.hub import Hub
-from ..sansio.listening import Connect, Deliver, Disconnect, ListenDriver, Receive, Send, Sleep
+from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
-from ..sansio.serving import ExchangeHandler, RunHandler, ServeSettings, WaitUntil, Write
+from ..sansio.serving import ServeSettings
 from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
 
 if TYPE_CHECKING:
@@ -35,9 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["Server", "listen", "serve"]
 
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
-
-
-# --- the listener --------------------------------------------------------------
 
 
 def listen(
@@ -192,14 +201,7 @@ class Server(ServerBase):
     def __init__(self, hub: Hub, settings: ServeSettings[ExchangeHandler]) -> None:
         super().__init__(hub, settings)
         self._listeners: list[trio.SocketListener] = []
-        self._connections: set[_Connection] = set()
-        self._closing = False
         self._closed = trio.Event()
-
-    @property
-    def connections(self) -> int:
-        """How many connections are open."""
-        return len(self._connections)
 
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         while True:

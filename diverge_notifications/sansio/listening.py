@@ -34,9 +34,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import attrs
-
 from ._errors import LocalProtocolError
+from .actions import Connect, Deliver, Disconnect, ListenAction, Receive, Send, Sleep, Stop
 from .events import (
     NEED_DATA,
     AttemptsExhausted,
@@ -57,18 +56,10 @@ from .urls import parse_url
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "LISTEN_TRANSITIONS",
-    "Connect",
-    "Deliver",
-    "Disconnect",
-    "ListenAction",
     "ListenDriver",
     "ListenInput",
     "ListenOutcome",
     "ListenState",
-    "Receive",
-    "Send",
-    "Sleep",
-    "Stop",
     "idle_timeout_reason",
 ]
 
@@ -80,65 +71,6 @@ def idle_timeout_reason(seconds: float) -> str:
     """The ``StreamBroken`` reason of a path that stayed silent too long."""
     return f"idle timeout: no data for {seconds:g} s"
 
-
-# --- actions ---------------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Connect:
-    """Open a TCP connection to ``host``:``port`` within ``timeout`` seconds.
-
-    Report :meth:`ListenDriver.connected` or :meth:`ListenDriver.connect_failed`.
-    """
-
-    host: str
-    port: int
-    timeout: float
-
-
-@attrs.frozen(kw_only=True)
-class Send:
-    """Write ``data``; on a socket error report :meth:`ListenDriver.connection_lost`."""
-
-    data: bytes
-
-
-@attrs.frozen(kw_only=True)
-class Receive:
-    """Read what the socket has (one large read), waiting at most ``timeout`` seconds.
-
-    Report :meth:`ListenDriver.data_received` (``b""`` at end of file),
-    :meth:`ListenDriver.timed_out` or :meth:`ListenDriver.connection_lost`.
-    """
-
-    timeout: float
-
-
-@attrs.frozen(kw_only=True)
-class Sleep:
-    """Wait ``delay`` seconds (the policy's backoff), then ask for the next action."""
-
-    delay: float
-
-
-@attrs.frozen(kw_only=True)
-class Deliver:
-    """Give ``items`` to the caller, in order."""
-
-    items: tuple[Notification | Event, ...]
-
-
-@attrs.frozen(kw_only=True)
-class Disconnect:
-    """Close the connection of the ask that just ended."""
-
-
-@attrs.frozen(kw_only=True)
-class Stop:
-    """The listener is finished: close everything and return."""
-
-
-ListenAction = Connect | Send | Receive | Sleep | Deliver | Disconnect | Stop
 
 _DISCONNECT: Final = Disconnect()
 _STOP: Final = Stop()

@@ -1,48 +1,44 @@
 """The serving driver: one accepted connection of a server, with the I/O left out.
 
-A server adapter accepts a connection and makes a :class:`ServingConnection`
-for it (through its :class:`ServeSettings`). From then on the adapter's
-loop for that connection asks :meth:`ServingConnection.next_action` what to
-do and does it:
-
-- :class:`Write` ``data`` to the socket;
-- :class:`WaitUntil` ``deadline`` (``None``: no deadline), reading the
-  socket meanwhile if ``wants_read``, until the deadline passes, data
-  arrives, or the ``wake`` callback given to the connection is called (the
-  hub has something for the path, or the server is closing);
-- :class:`RunHandler`: call the exchange handler with ``ask``;
-- :class:`Close` the socket: the connection is over.
-
-and reports what happened: :meth:`~ServingConnection.data_received`
-(``b""`` at end of file), :meth:`~ServingConnection.handler_answered` or
-:meth:`~ServingConnection.handler_failed`, :meth:`~ServingConnection.shutdown`
-when the server closes, :meth:`~ServingConnection.connection_lost` when the
-socket fails, and, for an adapter whose writes do not block (asyncio's
-transports), :meth:`~ServingConnection.write_paused` and
-:meth:`~ServingConnection.write_resumed`. Asking for the next action means
-the previous one is done.
+A server adapter makes a :class:`ServingConnection` for each connection it
+accepts (through its :class:`ServeSettings`), then loops: it asks
+:meth:`~ServingConnection.next_action` what to do (:class:`Write`,
+:class:`WaitUntil`, :class:`RunHandler`, :class:`Close`: see
+:mod:`.actions`), does it, and reports what happened: data received
+(``b""`` at end of file), the handler's answer, the server's shutdown, the
+socket's loss. Asking for the next action means the previous one is done: a
+``Write`` returns once the socket took the data, so a listener that does not
+read holds back its own connection and nobody else's.
 
 The connection owns the :class:`ServerConnection`, the hub subscription,
 batching (at most ``max_batch`` notifications per HTTP chunk), the ask's
 deadline, the keep-alive schedule, the exchange's answer and the end of the
 path on shutdown. Its states and what moves it between them are one table,
-:data:`SERVING_TRANSITIONS`; the code looks each (state, input) pair up and
-does the outcome found there. A pair the table lacks is a mistake of the
-adapter: :class:`LocalProtocolError`.
-
-Nothing here opens sockets, sleeps or reads a clock: ``now`` is a parameter.
+:data:`SERVING_TRANSITIONS`: each (state, input) pair is looked up there and
+its outcome done; a pair the table lacks is the adapter's mistake
+(:class:`LocalProtocolError`). ``now`` is a parameter: nothing here reads a
+clock or does I/O.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, TypeVar, cast
 
 import attrs
 
 from ._errors import LocalProtocolError
+from .actions import (
+    Close,
+    ExchangeHandler,
+    ExchangeResult,
+    RunHandler,
+    ServeAction,
+    WaitUntil,
+    Write,
+)
 from .asks import Ask
 from .events import (
     NEED_DATA,
@@ -64,18 +60,11 @@ __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL",
     "DEFAULT_MAX_BATCH",
     "SERVING_TRANSITIONS",
-    "Close",
-    "ExchangeHandler",
-    "ExchangeResult",
-    "RunHandler",
-    "ServeAction",
     "ServeSettings",
     "ServingConnection",
     "ServingInput",
     "ServingOutcome",
     "ServingState",
-    "WaitUntil",
-    "Write",
 ]
 
 #: Seconds without output after which a server writes a keep-alive frame.
@@ -87,61 +76,12 @@ DEFAULT_CLOSE_TIMEOUT: Final = 5.0
 #: Seconds a server gives a new connection to complete its ask before closing it.
 DEFAULT_ASK_TIMEOUT: Final = 10.0
 
-#: What an exchange handler returns: a result object (or its JSON bytes),
-#: an :class:`ErrorData` to answer with an error, or ``None`` to decline.
-ExchangeResult = Mapping[str, Any] | bytes | ErrorData | None
-#: Answers one exchange of kinds 0-3. The async adapters also accept a
-#: handler that returns an awaitable.
-ExchangeHandler = Callable[[Ask], ExchangeResult | Awaitable[ExchangeResult]]
-
 
 def check_positive(name: str, value: float) -> None:
     """Raise :class:`ValueError` unless ``value`` is a positive number (NaN is not)."""
     if not value > 0:
         raise ValueError(f"{name} must be positive, got {value!r}")
 
-
-# --- actions ---------------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Write:
-    """Write ``data`` to the socket (all of it), then ask for the next action."""
-
-    data: bytes
-
-
-@attrs.frozen(kw_only=True)
-class WaitUntil:
-    """Wait until ``deadline`` (``None``: no deadline), the ``wake`` callback, or data.
-
-    While waiting, read the socket if ``wants_read`` and report what comes
-    with :meth:`ServingConnection.data_received`; then ask for the next action.
-    """
-
-    deadline: float | None
-    wants_read: bool
-
-
-@attrs.frozen(kw_only=True)
-class RunHandler:
-    """Call the exchange handler with ``ask``.
-
-    Report its answer with :meth:`ServingConnection.handler_answered`, or
-    :meth:`ServingConnection.handler_failed` if it raised. The connection
-    may go on meanwhile (an async adapter keeps reading and asking for
-    actions).
-    """
-
-    ask: Ask
-
-
-@attrs.frozen(kw_only=True)
-class Close:
-    """Close the socket: everything there was to write has been written."""
-
-
-ServeAction = Write | WaitUntil | RunHandler | Close
 
 _CLOSE: Final = Close()
 
@@ -160,8 +100,6 @@ class ServingState(enum.Enum):
     ANSWERING = "answering"
     #: A notification path is written: batches as they come, keep-alives between.
     PATH = "path"
-    #: The path's writes are paused (the adapter's flow control): nothing is written.
-    STALLED = "stalled"
     #: The server closes: the path's queue and then its end go out with the next output.
     ENDING = "ending"
     #: The answer is complete: what is left to write goes out, then :class:`Close`.
@@ -181,8 +119,6 @@ class ServingInput(enum.Enum):
     ASK_EXPIRED = "next_action(), past the ask's deadline"
     HANDLER_RUN = "next_action(), the exchange's turn"
     ANSWERED = "handler_answered() or handler_failed()"
-    PAUSED = "write_paused()"
-    RESUMED = "write_resumed()"
     SHUTDOWN = "shutdown()"
     PATH_ENDS = "next_action(), the end of the path"
     CLOSING = "next_action(), nothing left to write"
@@ -196,9 +132,7 @@ class ServingOutcome(enum.Enum):
     OPEN_PATH = "subscribe; write the head"
     HOLD = "keep the exchange for its handler"
     DECLINE = "write 'not served'"
-    FINISH = "write what the connection has left"
-    DROP_PATH = "unsubscribe; write what the connection has left"
-    DROP_EXCHANGE = "forget the exchange; write what the connection has left"
+    FINISH = "let the path or exchange go; write what the connection has left"
     SILENCE = "nothing more to write"
     RUN_HANDLER = "RunHandler(ask)"
     ANSWER = "write the handler's answer"
@@ -207,7 +141,7 @@ class ServingOutcome(enum.Enum):
     DROP = "unsubscribe; forget the exchange"
 
 
-_ASKING, _EXCHANGE, _ANSWERING, _PATH, _STALLED, _ENDING, _FINISHING, _CLOSED = ServingState
+_ASKING, _EXCHANGE, _ANSWERING, _PATH, _ENDING, _FINISHING, _CLOSED = ServingState
 _In = ServingInput
 _Out = ServingOutcome
 
@@ -230,33 +164,22 @@ SERVING_TRANSITIONS: Final[
     (_EXCHANGE, _In.HANDLER_RUN): (_ANSWERING, _Out.RUN_HANDLER),
     (_EXCHANGE, _In.ANSWERED): (_FINISHING, _Out.ANSWER),
     (_ANSWERING, _In.ANSWERED): (_FINISHING, _Out.ANSWER),
-    (_EXCHANGE, _In.PEER_GONE): (_FINISHING, _Out.DROP_EXCHANGE),
-    (_ANSWERING, _In.PEER_GONE): (_FINISHING, _Out.DROP_EXCHANGE),
+    (_EXCHANGE, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    (_ANSWERING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     # A closing server lets a running handler answer first.
     (_EXCHANGE, _In.SHUTDOWN): (_EXCHANGE, _Out.NOTHING),
     (_ANSWERING, _In.SHUTDOWN): (_ANSWERING, _Out.NOTHING),
     # The peer went away while the handler ran: nobody to answer.
     (_FINISHING, _In.ANSWERED): (_FINISHING, _Out.NOTHING),
     (_CLOSED, _In.ANSWERED): (_CLOSED, _Out.NOTHING),
-    # The path: written while the socket takes it, ended cleanly on shutdown.
-    (_PATH, _In.PAUSED): (_STALLED, _Out.NOTHING),
-    (_STALLED, _In.RESUMED): (_PATH, _Out.NOTHING),
+    # The path: ended cleanly on shutdown, or dropped when its peer goes.
     (_PATH, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
-    (_STALLED, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
     (_ENDING, _In.PATH_ENDS): (_FINISHING, _Out.END_PATH),
-    (_PATH, _In.PEER_GONE): (_FINISHING, _Out.DROP_PATH),
-    (_STALLED, _In.PEER_GONE): (_FINISHING, _Out.DROP_PATH),
-    (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.DROP_PATH),
+    (_PATH, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     # The end.
     (_FINISHING, _In.CLOSING): (_CLOSED, _Out.CLOSE),
     **{(state, _In.LOST): (_CLOSED, _Out.DROP) for state in ServingState},
-    # Flow control only holds a path back; elsewhere the writes are the answer's last.
-    **{
-        (state, what): (state, _Out.NOTHING)
-        for state in ServingState
-        for what in (_In.PAUSED, _In.RESUMED)
-        if (state, what) not in {(_PATH, _In.PAUSED), (_STALLED, _In.RESUMED)}
-    },
     # Shutting down twice, or once the answer is decided, changes nothing.
     (_ENDING, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
     (_FINISHING, _In.SHUTDOWN): (_FINISHING, _Out.NOTHING),
@@ -266,7 +189,7 @@ SERVING_TRANSITIONS: Final[
 #: The states in which nothing more is read from the peer: the answer is decided.
 _DONE: Final = frozenset({_FINISHING, _CLOSED})
 #: The states with a hub subscription.
-_SUBSCRIBED: Final = frozenset({_PATH, _STALLED, _ENDING})
+_SUBSCRIBED: Final = frozenset({_PATH, _ENDING})
 #: The states with an exchange waiting for its answer.
 _EXCHANGING: Final = frozenset({_EXCHANGE, _ANSWERING})
 
@@ -294,15 +217,11 @@ class ServingConnection:
     served by, and is closed without an answer. The adapter drives it with
     :meth:`next_action` and the reports (see the module's documentation).
 
-    ``wake`` is the hub subscriber's ``on_ready``, called from
-    ``hub.publish`` when the path has something to write: the adapter ends
-    its :class:`WaitUntil` then. ``hub_lock`` serialises every call into
-    the hub and the subscriber (the blocking adapter's threads); ``wake`` is
-    called under it.
-
-    :meth:`receive`, :meth:`take_output`, :meth:`keepalive` and
-    :meth:`check_ask_deadline` are the steps :meth:`next_action` takes, for
-    a loop that wants to take them itself.
+    ``wake`` (the hub subscriber's ``on_ready``, called from ``hub.publish``
+    under ``hub_lock`` if one is given) ends the adapter's :class:`WaitUntil`.
+    ``hub_lock`` serialises every call into the hub (the blocking adapter's
+    threads). :meth:`receive`, :meth:`take_output`, :meth:`keepalive` and
+    :meth:`check_ask_deadline` are the steps :meth:`next_action` takes.
     """
 
     def __init__(
@@ -353,11 +272,6 @@ class ServingConnection:
         return self._connection
 
     @property
-    def subscriber(self) -> Subscriber | None:
-        """The hub subscription of the open path, if any."""
-        return self._subscriber
-
-    @property
     def path_open(self) -> bool:
         """Whether a notification path is being written."""
         return self._state in _SUBSCRIBED
@@ -376,15 +290,6 @@ class ServingConnection:
     def wants_read(self) -> bool:
         """Whether the peer may still say something that matters (not after end of file)."""
         return not self._eof and self._state not in _DONE
-
-    @property
-    def has_backlog(self) -> bool:
-        """Notifications are still queued after the last :meth:`take_output`."""
-        subscriber = self._subscriber
-        if subscriber is None:
-            return False
-        with self._lock:
-            return len(subscriber) > 0
 
     @property
     def ask_deadline(self) -> float | None:
@@ -417,8 +322,6 @@ class ServingConnection:
                 if out:
                     return Write(data=out)
                 return WaitUntil(deadline=self._ask_deadline, wants_read=not self._eof)
-        elif state is _STALLED:
-            return WaitUntil(deadline=None, wants_read=not self._eof)
         elif state is _CLOSED:
             return _CLOSE
         # EXCHANGE, ANSWERING, ENDING, FINISHING, and ASKING past its deadline.
@@ -439,33 +342,19 @@ class ServingConnection:
         self.receive(data, now)
 
     def handler_answered(self, result: ExchangeResult) -> None:
-        """The exchange handler returned ``result``.
-
-        A mapping or bytes is the result, an :class:`ErrorData` the error,
-        ``None`` declines; a result that is not a JSON object becomes an
-        internal error (``-32603``).
-        """
+        """The exchange handler returned ``result`` (not a JSON object: an internal error)."""
         self._step(_In.ANSWERED, value=result)
 
     def handler_failed(self, reason: str) -> None:
         """The exchange handler raised: answer an internal error saying ``reason``."""
         self._step(_In.ANSWERED, value=_Failure(reason))
 
-    def write_paused(self) -> None:
-        """The socket takes no more for now: the path waits (asyncio's ``pause_writing``)."""
-        self._step(_In.PAUSED)
-
-    def write_resumed(self) -> None:
-        """The socket takes data again (asyncio's ``resume_writing``)."""
-        self._step(_In.RESUMED)
-
     def shutdown(self) -> None:
-        """The server is closing: end the path cleanly with the next output.
+        """The server is closing: the path's queue, then its end, go out with the next output.
 
-        The path's queue goes out, then its end (in the container profile,
-        where no finish may follow notifications, the connection just
-        closes). A connection still reading its ask closes without an
-        answer; one answering an exchange answers first.
+        (In the container profile, where no finish may follow notifications,
+        the connection just closes.) A connection still reading its ask
+        closes without an answer; one answering an exchange answers first.
         """
         self._step(_In.SHUTDOWN)
 
@@ -571,15 +460,10 @@ class ServingConnection:
         self._outbox += self._connection.decline()
 
     def _finish(self, now: float, value: object) -> None:
+        # The peer went away (a path or an exchange has nobody to answer any
+        # more), or the ask was refused: the connection says what is left.
+        self._drop(now, value)
         self._outbox += self._connection.data_to_send()
-
-    def _drop_path(self, now: float, value: object) -> None:
-        self._unsubscribe()
-        self._finish(now, value)
-
-    def _drop_exchange(self, now: float, value: object) -> None:
-        self._exchange = None
-        self._finish(now, value)
 
     def _run_handler(self, now: float, value: object) -> RunHandler:
         assert self._exchange is not None
@@ -641,8 +525,6 @@ _HANDLERS: Final[Mapping[ServingOutcome, Callable[[ServingConnection, float, obj
     _Out.HOLD: ServingConnection._hold,
     _Out.DECLINE: ServingConnection._decline,
     _Out.FINISH: ServingConnection._finish,
-    _Out.DROP_PATH: ServingConnection._drop_path,
-    _Out.DROP_EXCHANGE: ServingConnection._drop_exchange,
     _Out.SILENCE: ServingConnection._nothing,
     _Out.RUN_HANDLER: ServingConnection._run_handler,
     _Out.ANSWER: ServingConnection._answer,
@@ -660,14 +542,12 @@ def _check_positive(_instance: object, attribute: attrs.Attribute[Any], value: f
 
 
 def _check_token(_instance: object, _attribute: attrs.Attribute[Any], token: str | None) -> None:
-    # The very check each accepted connection's ServerConnection makes: a
-    # token it refuses is refused once here (ValueError), not by every
-    # connection later.
+    # The very check each connection's ServerConnection makes, made once here
+    # (ValueError), not by every connection later.
     ServerConnection(token=token)
 
 
-#: The exchange handler a server takes: :data:`ExchangeHandler` for the async
-#: adapters, one that returns its answer itself for the blocking adapter.
+#: Any :data:`ExchangeHandler` (async adapters), or one returning its answer (blocking).
 _Handler = TypeVar("_Handler", bound=ExchangeHandler)
 
 
@@ -675,12 +555,10 @@ _Handler = TypeVar("_Handler", bound=ExchangeHandler)
 class ServeSettings(Generic[_Handler]):
     """The options of a serving adapter's ``Server`` (the defaults of ``serve()``), checked once.
 
-    The server holds one and makes the :class:`ServingConnection` of each
-    accepted connection with :meth:`serving_connection`; ``channel_ids``
-    mints the channel ids of all its connections. A ``token`` the
-    :class:`ServerConnection` refuses (it is one or more visible ASCII
-    characters), and a timeout, interval or size that is not positive, are a
-    :class:`ValueError` here.
+    A ``token`` the :class:`ServerConnection` refuses (it is one or more
+    visible ASCII characters), or a timeout, interval or size that is not
+    positive, is a :class:`ValueError` here. :meth:`serving_connection` makes
+    each accepted connection's driver; ``channel_ids`` mints all their channels.
     """
 
     token: str | None = attrs.field(default=None, validator=_check_token)
