@@ -119,7 +119,10 @@ class WaitUntil:
     """Wait until ``deadline`` (``None``: no deadline), the ``wake`` callback, or data.
 
     While waiting, read the socket if ``wants_read`` and report what comes
-    with :meth:`~.serving.ServingConnection.data_received`; then ask for the next action.
+    with :meth:`~.serving.ServingConnection.data_received`; then ask for the
+    next action. A deadline already past (more of the path is queued) means
+    no waiting, only a turn for the rest of the program: the other
+    connections, and a listener in the same process.
     """
 
     deadline: float | None

@@ -186,6 +186,12 @@ SERVING_TRANSITIONS: Final[
     (_CLOSED, _In.SHUTDOWN): (_CLOSED, _Out.NOTHING),
 }
 
+#: The input each of the server connection's events is (an exchange is one of two).
+_EVENT_INPUTS: Final[Mapping[type[Event], ServingInput]] = {
+    NotificationsAsked: _In.PATH_ASKED,
+    AskRefused: _In.ASK_REFUSED,
+    ConnectionClosed: _In.PEER_GONE,
+}
 #: The states in which nothing more is read from the peer: the answer is decided.
 _DONE: Final = frozenset({_FINISHING, _CLOSED})
 #: The states with a hub subscription.
@@ -258,6 +264,8 @@ class ServingConnection:
         self._exchange: Ask | None = None
         self._last_output = 0.0
         self._eof = False
+        #: The last action was a Write of the path.
+        self._wrote = False
 
     # -- what the adapter reads -------------------------------------------------
 
@@ -296,21 +304,21 @@ class ServingConnection:
         """When the connection is closed unless its ask is complete; ``None`` once it is."""
         return self._ask_deadline if self._state is _ASKING else None
 
-    @property
-    def keepalive_at(self) -> float | None:
-        """When a keep-alive is due if nothing else is written, or ``None``."""
-        if self._subscriber is None:
-            return None
-        return self._last_output + self._keepalive_interval
-
     # -- the action loop --------------------------------------------------------
 
     def next_action(self, now: float) -> ServeAction:
         """What the adapter does next, at ``now`` (its monotonic clock, in seconds)."""
         state = self._state
         if state is _PATH:  # the busy case first: one batch, or a keep-alive when due
+            if self._wrote:  # a batch went out; with more queued, let the others run first
+                self._wrote = False
+                with self._lock:
+                    more = len(self._subscriber or ())
+                if more:
+                    return WaitUntil(deadline=now, wants_read=not self._eof)
             out = self.take_output(now) or self.keepalive(now)
             if out:
+                self._wrote = True
                 return Write(data=out)
             return WaitUntil(
                 deadline=self._last_output + self._keepalive_interval, wants_read=not self._eof
@@ -403,17 +411,13 @@ class ServingConnection:
         return out
 
     def check_ask_deadline(self, now: float) -> None:
-        """Past :attr:`ask_deadline` at ``now``, the connection is :attr:`done`, silently.
-
-        Before the deadline, or once the ask is complete, this does nothing.
-        """
+        """Past :attr:`ask_deadline` at ``now``, the connection is :attr:`done`, silently."""
         if self._state is _ASKING and now >= self._ask_deadline:
             self._step(_In.ASK_EXPIRED, now)
 
     def keepalive(self, now: float) -> bytes:
         """A keep-alive frame if one is due at ``now``, else ``b""``."""
-        due = self.keepalive_at
-        if due is None or now < due:
+        if self._subscriber is None or now < self._last_output + self._keepalive_interval:
             return b""
         self._last_output = now
         return self._connection.send_keepalive()
@@ -422,16 +426,12 @@ class ServingConnection:
 
     def _event_input(self, event: Event) -> ServingInput:
         """Which input the connection's ``event`` is."""
-        kind = type(event)
-        if kind is NotificationsAsked:
-            return _In.PATH_ASKED
-        if kind is ExchangeAsked:
+        if type(event) is ExchangeAsked:
             return _In.EXCHANGE_ASKED if self._answers_exchanges else _In.EXCHANGE_DECLINED
-        if kind is AskRefused:
-            return _In.ASK_REFUSED
-        if kind is ConnectionClosed:
-            return _In.PEER_GONE
-        raise LocalProtocolError(f"a server connection does not produce {event!r}")
+        what = _EVENT_INPUTS.get(type(event))
+        if what is None:
+            raise LocalProtocolError(f"a server connection does not produce {event!r}")
+        return what
 
     def _step(self, what: ServingInput, now: float = 0.0, value: object = None) -> Any:
         try:
