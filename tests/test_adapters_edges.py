@@ -203,6 +203,46 @@ def test_listen_refuses_a_token_it_cannot_send_when_called(adapter: str, token: 
             probe.accept()
 
 
+# --- one shape for the three serve() -----------------------------------------------------
+
+
+def test_asyncio_serve_is_entered_as_trio_s_is_and_can_be_awaited_too() -> None:
+    async def first_notification(url: str, hub: Hub) -> object:
+        policy = ProxyPolicy(require_exchange=False, backoff=Backoff(base=0.01, cap=0.05))
+        listener = asyncio_adapter.listen(url, events=True, policy=policy)
+        try:
+            async for item in listener:
+                if isinstance(item, StreamOpened):
+                    hub.publish(PROGRESS)
+                elif isinstance(item, NotificationReceived):
+                    return item.notification
+        finally:
+            await listener.aclose()
+        raise AssertionError("the listener ended")
+
+    async def scenario() -> list[int]:
+        hub = Hub()
+        ports = []
+        async with asyncio_adapter.serve(hub) as server:
+            assert await asyncio.wait_for(first_notification(server.url, hub), HANG) == PROGRESS
+            ports.append(server.port)
+        async with await asyncio_adapter.serve(hub) as server:
+            assert await asyncio.wait_for(first_notification(server.url, hub), HANG) == PROGRESS
+            ports.append(server.port)
+        server = await asyncio_adapter.serve(hub)
+        ports.append(server.port)
+        await server.close()
+        return ports
+
+    for port in asyncio.run(scenario()):
+        # Each was closed: nothing listens there any more.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=HANG).close()
+
+
+PROGRESS: Final = Notification("notifications/progress", {"progressToken": 1, "progress": 1})
+
+
 # --- close() called twice ---------------------------------------------------------------
 
 

@@ -21,15 +21,13 @@ from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
-from ..sansio.serving import DEFAULT_KEEPALIVE_INTERVAL, ServeSettings, ServingConnection
-from ..sansio.urls import format_url, parse_url
+from ..sansio.serving import ServeSettings, ServingConnection
+from ..sansio.urls import format_url
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
-    # Imported from here by the command line, from before the drivers moved to sansio/.
-    "DEFAULT_KEEPALIVE_INTERVAL",
     "READ_SIZE",
     "ClosedOnExit",
     "ListenOptions",
@@ -38,7 +36,6 @@ __all__ = [
     "call_exchange_handler",
     "describe_error",
     "listen_driver",
-    "parse_url",
     "run_exchange_handler",
 ]
 

@@ -36,7 +36,7 @@ def _positive_seconds(text: str) -> float:
 
 
 def _keepalive_option(parser: argparse.ArgumentParser, text: str) -> None:
-    from ..adapters._common import DEFAULT_KEEPALIVE_INTERVAL
+    from ..sansio.serving import DEFAULT_KEEPALIVE_INTERVAL
 
     parser.add_argument(
         "--keepalive",
@@ -155,8 +155,8 @@ def check_listen_url(url: str) -> str:
     The URL must parse, and an ask must be buildable with its host and path
     (no characters that cannot go into an HTTP request).
     """
-    from ..adapters._common import parse_url
     from ..sansio import LocalProtocolError, ProxyConnection
+    from ..sansio.urls import parse_url
 
     try:
         endpoint = parse_url(url)
