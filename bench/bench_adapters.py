@@ -86,7 +86,7 @@ def bench_asyncio(n: int) -> float:
     async def main() -> float:
         notifications = [progress(index, n) for index in range(n)]
         hub = Hub(queue_size=n)  # the measurement is throughput, not the queue bound
-        async with await asyncio_adapter.serve(hub) as server:
+        async with asyncio_adapter.serve(hub) as server:
             items = asyncio_adapter.listen(server.url, events=True, policy=policy())
             return await measure_async(items, hub, notifications)
 
