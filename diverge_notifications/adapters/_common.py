@@ -3,8 +3,11 @@
 Every decision is taken by the sans-IO drivers,
 :class:`~diverge_notifications.sansio.listening.ListenDriver` and
 :class:`~diverge_notifications.sansio.serving.ServingConnection`; what is
-left here needs the world outside: the read size, the random source,
-describing an :class:`OSError`, and calling the user's exchange handler.
+left here needs the world outside: the read size, the random source
+(:func:`listen_driver`), describing an :class:`OSError`, calling the user's
+exchange handler; and what the three modules' signatures and ``Server``
+classes have in common (the options' types, :class:`ServerBase`,
+:class:`ClosedOnExit`).
 """
 
 from __future__ import annotations
