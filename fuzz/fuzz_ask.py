@@ -3,7 +3,7 @@
 For any bytes, :func:`decode_ask` returns an :class:`Ask` or raises
 :class:`AskError`, and nothing else; a decoded ask re-encodes to the bytes
 it came from, except that kind ``4`` drops whatever follows its kind byte
-(seed 000: those bytes are ignored, not rejected).
+(the provider notifications page: those bytes are ignored, not rejected).
 
     python fuzz/fuzz_ask.py -max_total_time=60
 
@@ -14,14 +14,8 @@ from __future__ import annotations
 
 from _driver import JSON_TOKENS, MCP_PARAMS_TOKENS, check_codec
 
-from diverge_notifications.sansio import (
-    Ask,
-    AskError,
-    AskErrorReason,
-    Exchange,
-    decode_ask,
-    encode_ask,
-)
+from diverge_notifications.sansio import Ask, AskError, Exchange, decode_ask, encode_ask
+from diverge_notifications.sansio._errors import AskErrorReason
 
 SEEDS = [
     b"\x04",

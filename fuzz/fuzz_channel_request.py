@@ -1,9 +1,9 @@
-"""Fuzz the agents-begin channel request codec ``[tag][payload]`` (seed 003).
+"""Fuzz the agents-begin channel request codec ``[tag][payload]`` (the container request page).
 
 For any bytes, :func:`decode_channel_request` returns a
 :class:`ChannelRequest` or raises :class:`AskError`, and nothing else; a
 decoded request re-encodes to the bytes it came from, except that tag ``5``
-drops whatever follows its tag byte (seed 003: ignored, not rejected).
+drops whatever follows its tag byte (the container request page: ignored, not rejected).
 
     python fuzz/fuzz_channel_request.py -max_total_time=60
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from _driver import JSON_TOKENS, MCP_PARAMS_TOKENS, check_codec
 
-from diverge_notifications.sansio import (
-    AskError,
-    AskErrorReason,
+from diverge_notifications.sansio import AskError
+from diverge_notifications.sansio._errors import AskErrorReason
+from diverge_notifications.sansio.asks import (
     ChannelRequest,
     ChannelRequestTag,
     decode_channel_request,

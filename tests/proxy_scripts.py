@@ -14,7 +14,7 @@ small functions; nothing does I/O.
 * Builders for answers: :func:`path_head`, :func:`refusal`, :func:`chunk`,
   :data:`LAST_CHUNK`, :func:`frame`, :func:`notification_frame`,
   :func:`error_frame`, :func:`chunked`.
-* :func:`ask_request` gives the exact request bytes of an ask (DESIGN §4).
+* :func:`ask_request` gives the exact request bytes of an ask .
 * Drivers: :func:`run_proxy` / :func:`run_exchange` feed pieces and collect
   every event; :func:`split_at`, :func:`bytewise` and :func:`whole` cut an
   answer into pieces.
@@ -33,7 +33,6 @@ import attrs
 from diverge_notifications.sansio import (
     NEED_DATA,
     Ask,
-    ErrorCode,
     ErrorData,
     Event,
     ExchangeConnection,
@@ -54,6 +53,7 @@ from diverge_notifications.sansio import (
 )
 from diverge_notifications.sansio.framing import KEEPALIVE_FRAME, encode_frame
 from diverge_notifications.sansio.http import MESSAGES_CONTENT_TYPE
+from diverge_notifications.sansio.mcp import ErrorCode
 
 __all__ = [
     "AUTHORITY",
@@ -98,7 +98,7 @@ def path_head(
     body: str | int = "chunked",
     extra: Iterable[tuple[str, str]] = (),
 ) -> bytes:
-    """The head of an answer, as DESIGN §4 writes it unless told otherwise.
+    """The head of an answer, as the wire mapping (docs/protocol.md) writes it by default.
 
     ``body`` is ``"chunked"`` (``Transfer-Encoding: chunked``), ``"close"``
     (close-delimited: no length at all) or an ``int`` (``Content-Length``).
@@ -160,7 +160,7 @@ def error_frame(error: ErrorData) -> bytes:
 def ask_request(
     body: bytes = b"\x04", *, authority: str = AUTHORITY, token: str | None = None
 ) -> bytes:
-    """The exact request bytes of an ask (DESIGN §4); the default body is kind 4."""
+    """The exact request bytes of an ask ; the default body is kind 4."""
     head = (
         "POST /requests HTTP/1.1\r\n"
         f"Host: {authority}\r\n"

@@ -33,9 +33,6 @@ from hypothesis import strategies as st
 
 from diverge_notifications.sansio import (
     Ask,
-    ChannelRequest,
-    ChannelRequestTag,
-    ErrorCode,
     ErrorData,
     Exchange,
     LogLevel,
@@ -43,7 +40,8 @@ from diverge_notifications.sansio import (
     NotificationKind,
 )
 from diverge_notifications.sansio._json import dumps
-from diverge_notifications.sansio.mcp import METHODS, TASK_STATUSES
+from diverge_notifications.sansio.asks import ChannelRequest, ChannelRequestTag
+from diverge_notifications.sansio.mcp import METHODS, TASK_STATUSES, ErrorCode
 
 __all__ = [
     "INT64_MAX",

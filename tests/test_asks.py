@@ -1,4 +1,7 @@
-"""The provider ask (seed 000) and the agents-begin channel request (seed 003)."""
+"""The provider ask and the agents-begin channel request.
+
+The provider notifications page and the container request page define them.
+"""
 
 from __future__ import annotations
 
@@ -15,17 +18,19 @@ from test_messages import decoding_all_ways, documented_dump
 from diverge_notifications.sansio import (
     Ask,
     AskError,
-    AskErrorReason,
-    ChannelRequest,
-    ChannelRequestTag,
     Exchange,
     ProtocolError,
     decode_ask,
-    decode_channel_request,
     encode_ask,
+)
+from diverge_notifications.sansio._errors import AskErrorReason
+from diverge_notifications.sansio.asks import (
+    ChannelRequest,
+    ChannelRequestTag,
+    channel_request_for,
+    decode_channel_request,
     encode_channel_request,
 )
-from diverge_notifications.sansio.asks import channel_request_for
 
 Decoded = TypeVar("Decoded")
 
@@ -103,7 +108,7 @@ def each_codec_with(cases: Callable[[Codec[Any]], tuple[int, ...]]) -> list[Any]
     ]
 
 
-# --- provider ask -------------------------------------------------------------------
+# --- provider ask ---------------------------------------------------------------------------------
 
 
 def test_documented_dumps() -> None:
@@ -170,7 +175,7 @@ def test_ask_error_is_declared() -> None:
     assert repr(error) == "AskError(UNKNOWN_TAG, 'd', tag=6)"
 
 
-# --- agents-begin channel request (seed 003) -------------------------------------------------
+# --- agents-begin channel request (the container request page) ------------------------------------
 
 
 def test_documented_channel_requests() -> None:
@@ -244,7 +249,7 @@ def test_channel_request_for_an_exchange(exchange: Exchange) -> None:
     assert encode_channel_request(request)[1:] == encode_ask(ask)[1:]
 
 
-# --- what both codecs share ----------------------------------------------------------------
+# --- what both codecs share -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("codec", EACH_CODEC)
@@ -292,7 +297,7 @@ def test_bad_mcp_params(codec: Codec[Any], tag: int, payload: bytes, detail: str
     error = caught.value
     assert error.reason is AskErrorReason.MCP_PARAMS
     assert error.tag == tag
-    # seed 003: "mcp request params did not parse: {error}"
+    # the container request page: "mcp request params did not parse: {error}"
     assert error.detail == str(error)
     assert error.detail.startswith("mcp request params did not parse: ")
     assert detail in error.detail
@@ -310,7 +315,7 @@ def test_notifications_ignore_trailing_bytes(codec: Codec[Any], rest: bytes) -> 
     assert codec.encode(decoded) == codec.notifications
 
 
-# --- properties ---------------------------------------------------------------------------
+# --- properties -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("codec", EACH_CODEC)

@@ -55,7 +55,6 @@ from diverge_notifications.examples.mcp_server import (
     build_server,
 )
 from diverge_notifications.sansio import (
-    AttemptsExhausted,
     Backoff,
     Event,
     Hub,
@@ -68,7 +67,7 @@ from diverge_notifications.sansio import (
     StreamErrored,
     StreamOpened,
 )
-from diverge_notifications.sansio.events import NotServed
+from diverge_notifications.sansio.events import AttemptsExhausted, NotServed
 from diverge_notifications.sansio.lines import PlainLineSplitter as LineSplitter
 
 pytestmark = pytest.mark.filterwarnings(

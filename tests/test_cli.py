@@ -53,7 +53,6 @@ from diverge_notifications.cli import (
     notification_line,
 )
 from diverge_notifications.sansio import (
-    AttemptsExhausted,
     ErrorData,
     FrameError,
     FrameErrorReason,
@@ -69,7 +68,7 @@ from diverge_notifications.sansio import (
     encode_frame,
     encode_message,
 )
-from diverge_notifications.sansio.events import ConnectionFailed, RetryScheduled
+from diverge_notifications.sansio.events import AttemptsExhausted, ConnectionFailed, RetryScheduled
 from diverge_notifications.sansio.lines import LineSplitter
 
 PUBLISHED = [

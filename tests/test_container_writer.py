@@ -1,4 +1,4 @@
-"""The payload-level writer of seed 001's channel-response sequence."""
+"""The payload-level writer of the container response page's channel-response sequence."""
 
 from __future__ import annotations
 

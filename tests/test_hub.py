@@ -1,4 +1,7 @@
-"""The hub: fan-out, bounded queues, filters (seed 004) and no replay."""
+"""The hub: fan-out, bounded queues, filters and no replay.
+
+The filters follow the MCP server library's notifications page.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ FLAG_INTERESTS = {
 }
 
 
-# --- fan-out ----------------------------------------------------------------------------------
+# --- fan-out --------------------------------------------------------------------------------------
 
 
 def test_every_open_subscriber_gets_a_published_notification() -> None:
@@ -125,7 +128,7 @@ def test_publish_never_raises(item: object) -> None:
     assert (as_notification(item) is None) == (queued == 0)
 
 
-# --- bounded queues ---------------------------------------------------------------------------
+# --- bounded queues -------------------------------------------------------------------------------
 
 
 def test_slow_subscriber_is_bounded_and_the_loss_is_counted_exactly() -> None:
@@ -173,7 +176,7 @@ def test_a_drained_queue_takes_notifications_again() -> None:
     assert subscriber.dropped == 2
 
 
-# --- on_ready ---------------------------------------------------------------------------------
+# --- on_ready -------------------------------------------------------------------------------------
 
 
 def test_on_ready_fires_when_the_queue_goes_from_empty_to_non_empty() -> None:
@@ -229,7 +232,7 @@ def test_on_ready_may_subscribe_and_close() -> None:
     assert len(late[0]) == 0  # it subscribed after the publish
 
 
-# --- no replay --------------------------------------------------------------------------------
+# --- no replay ------------------------------------------------------------------------------------
 
 
 def test_no_replay_after_resubscribe() -> None:
@@ -257,7 +260,7 @@ def test_closed_subscriber_gets_nothing_and_the_index_shrinks() -> None:
     assert hub._by_uri == {}
 
 
-# --- filters: seed 004's table, row by row ----------------------------------------------------
+# --- filters: the MCP server library's notifications page's table, row by row ---------------------
 
 
 def test_row_resources_updated_reaches_subscribers_of_that_uri() -> None:
@@ -298,7 +301,7 @@ def test_rows_list_changed_reach_subscribers_that_asked(
 
 def test_anything_else_in_the_seed_table_sense_passes_an_interest() -> None:
     # Seed 004: "Anything else published to the topic is ignored" by the
-    # topic filter; here, kinds the filter does not name pass (seed 000
+    # topic filter; here, kinds the filter does not name pass (the provider notifications page
     # relays the whole union).
     hub = Hub()
     narrow = hub.subscribe(Interest(resource_subscriptions={"file:///a"}))
@@ -314,7 +317,7 @@ def test_anything_else_in_the_seed_table_sense_passes_an_interest() -> None:
     assert narrow.take() == passing
 
 
-# --- filters: log levels ----------------------------------------------------------------------
+# --- filters: log levels --------------------------------------------------------------------------
 
 
 def test_asked_warning_gets_warning_and_above() -> None:
@@ -365,7 +368,7 @@ def test_interest_validation() -> None:
     assert Interest(resource_subscriptions=["a", "a"]).resource_subscriptions == frozenset({"a"})
 
 
-# --- no interest means everything -------------------------------------------------------------
+# --- no interest means everything -----------------------------------------------------------------
 
 
 def test_no_interest_gets_everything() -> None:
@@ -385,7 +388,7 @@ def test_no_interest_gets_everything() -> None:
     assert everything.take() == sent
 
 
-# --- the index agrees with the rule -----------------------------------------------------------
+# --- the index agrees with the rule ---------------------------------------------------------------
 
 _uris = st.sampled_from(["file:///a", "file:///b", "config://app"])
 interests = st.one_of(

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from diverge_notifications.sansio import (
-    ErrorCode,
     ErrorData,
     LocalProtocolError,
     Notification,
@@ -42,6 +41,7 @@ from diverge_notifications.sansio.events import (
     StreamBroken,
 )
 from diverge_notifications.sansio.listening import ListenDriver, ListenState
+from diverge_notifications.sansio.mcp import ErrorCode
 from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
 from diverge_notifications.sansio.server import ServerConnection
 

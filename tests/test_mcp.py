@@ -1,6 +1,7 @@
 """The MCP model: classification, typed views, hard failures, ErrorData, LogLevel.
 
-The vectors follow DESIGN §3 and seed 000 (rmcp's ``ServerNotification``: a
+The vectors follow the wire mapping (docs/protocol.md) and the provider
+notifications page (rmcp's ``ServerNotification``: a
 known method with params that do not fit is a custom notification, never a
 failure).
 """
@@ -15,26 +16,29 @@ from hypothesis import given, settings
 from strategies import error_datas, notifications
 
 from diverge_notifications.sansio import (
-    Cancelled,
-    ElicitationComplete,
-    ErrorCode,
     ErrorData,
     FrameError,
     FrameErrorReason,
-    ListChanged,
     LogLevel,
-    LogMessage,
     Notification,
     NotificationKind,
-    Progress,
-    ResourceUpdated,
-    SubscriptionsAcknowledged,
-    TaskStatus,
     decode_message,
     encode_message,
 )
 from diverge_notifications.sansio._json import dumps
-from diverge_notifications.sansio.mcp import METHODS, NotificationView
+from diverge_notifications.sansio.mcp import (
+    METHODS,
+    Cancelled,
+    ElicitationComplete,
+    ErrorCode,
+    ListChanged,
+    LogMessage,
+    NotificationView,
+    Progress,
+    ResourceUpdated,
+    SubscriptionsAcknowledged,
+    TaskStatus,
+)
 
 K = NotificationKind
 

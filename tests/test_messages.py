@@ -1,4 +1,7 @@
-"""The message codec ``[tag][JSON]`` (seed 000's ``Frame``): vectors and properties."""
+"""The message codec ``[tag][JSON]``: vectors and properties.
+
+The provider notifications page calls a message a ``Frame``.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +15,11 @@ from hypothesis import strategies as st
 from strategies import message_bytes, messages
 
 from diverge_notifications.sansio import (
-    ErrorCode,
     ErrorData,
     FrameError,
     FrameErrorReason,
     LocalProtocolError,
     LogLevel,
-    LogMessage,
     Notification,
     NotificationKind,
     ProtocolError,
@@ -26,6 +27,7 @@ from diverge_notifications.sansio import (
     encode_frame,
     encode_message,
 )
+from diverge_notifications.sansio.mcp import ErrorCode, LogMessage
 from diverge_notifications.sansio.messages import (
     ERROR_TAG,
     ERROR_TAG_BYTE,

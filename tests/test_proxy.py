@@ -248,7 +248,7 @@ def item_frame(item: Item) -> bytes:
 
 
 def expected_events(profile: Profile, path: list[Item], clean_end: bool) -> list[Event]:
-    """The rules of DESIGN §5, written out independently of the library's tables."""
+    """The wire mapping's rules (docs/protocol.md), written apart from the tables."""
     events: list[Event] = [StreamOpened(channel=CHANNEL)]
     messages = notifications = 0
     for what, value in path:

@@ -17,7 +17,6 @@ from diverge_notifications.sansio import (
     Notification,
     NotificationReceived,
     NotServed,
-    PathState,
     Profile,
     ReaskNeeded,
     SequenceMachine,
@@ -28,7 +27,7 @@ from diverge_notifications.sansio import (
     encode_message,
 )
 from diverge_notifications.sansio.events import TERMINAL_EVENTS
-from diverge_notifications.sansio.sequence import TRANSITIONS, Input, Outcome
+from diverge_notifications.sansio.sequence import TRANSITIONS, Input, Outcome, PathState
 
 NOTIFICATION = Notification("notifications/progress", {"progressToken": 1, "progress": 2})
 ERROR = ErrorData(code=-32603, message="down")
@@ -210,7 +209,7 @@ def test_messages_counts_decodable_and_undecodable() -> None:
     assert machine.profile is Profile.PROVIDER
 
 
-# --- the container profile at payload level (seed 001) --------------------------
+# --- the container profile at payload level (the container response page) -------------------------
 
 
 def test_container_happy_path_notifications_and_no_finish() -> None:

@@ -17,7 +17,6 @@ from diverge_notifications.sansio import (
     Ask,
     ErrorData,
     Exchange,
-    FrameDecoder,
     LocalProtocolError,
     Notification,
     Profile,
@@ -34,7 +33,7 @@ from diverge_notifications.sansio.events import (
     ExchangeAsked,
     NotificationsAsked,
 )
-from diverge_notifications.sansio.framing import KEEPALIVE
+from diverge_notifications.sansio.framing import KEEPALIVE, FrameDecoder
 from diverge_notifications.sansio.http import ChannelIds, check_token
 from diverge_notifications.sansio.server import (
     SERVER_TRANSITIONS,
@@ -57,7 +56,7 @@ def ask_request(
     extra: Sequence[str] = (),
     content_length: bool = True,
 ) -> bytes:
-    """The bytes of an ask request, as the proxy writes it (DESIGN §4)."""
+    """The bytes of an ask request, as the proxy writes it ."""
     lines = [f"{method} {target} HTTP/{version}", "Host: server.test:8080"]
     lines.append("Content-Type: application/vnd.diverge.ask")
     if content_length:

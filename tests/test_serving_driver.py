@@ -16,7 +16,6 @@ import pytest
 from diverge_notifications.sansio import (
     NEED_DATA,
     Ask,
-    ErrorCode,
     ErrorData,
     Event,
     Exchange,
@@ -36,6 +35,7 @@ from diverge_notifications.sansio import (
     StreamOpened,
 )
 from diverge_notifications.sansio.actions import Close, RunHandler, ServeAction, WaitUntil, Write
+from diverge_notifications.sansio.mcp import ErrorCode
 from diverge_notifications.sansio.serving import ServingConnection, ServingState
 
 KEEPALIVE = 5.0

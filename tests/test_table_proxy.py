@@ -54,7 +54,6 @@ import diverge_notifications.sansio.proxy as proxy_module
 from diverge_notifications.sansio import (
     NEED_DATA,
     Ask,
-    ErrorCode,
     ErrorData,
     Exchange,
     ExchangeConnection,
@@ -80,6 +79,7 @@ from diverge_notifications.sansio.exchange import (
     AnswerState,
 )
 from diverge_notifications.sansio.framing import KEEPALIVE_FRAME
+from diverge_notifications.sansio.mcp import ErrorCode
 from diverge_notifications.sansio.proxy_table import (
     PROXY_TRANSITIONS,
     TAKES,

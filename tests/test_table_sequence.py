@@ -32,7 +32,6 @@ from diverge_notifications.sansio import (
     Notification,
     NotificationReceived,
     NotServed,
-    PathState,
     Profile,
     ReaskNeeded,
     SequenceMachine,
@@ -49,6 +48,7 @@ from diverge_notifications.sansio.sequence import (
     Input,
     Outcome,
     Part,
+    PathState,
 )
 from diverge_notifications.sansio.server import (
     SERVER_TRANSITIONS_BY_PROFILE,

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ..sansio import (
-    AttemptsExhausted,
     Event,
     NotificationReceived,
     NotServed,
@@ -25,6 +24,7 @@ from ..sansio import (
     StreamErrored,
     StreamOpened,
 )
+from ..sansio.events import AttemptsExhausted
 from .output import (
     closed_stdout,
     event_record,

@@ -64,29 +64,31 @@ from typing import IO, Any, Final
 import attrs
 
 from ..sansio import (
-    AttemptsExhausted,
-    Cancelled,
-    ElicitationComplete,
     Event,
-    ListChanged,
     LogLevel,
-    LogMessage,
     MessageRejected,
     Notification,
     NotificationKind,
     NotificationReceived,
     NotServed,
-    Progress,
     ReaskNeeded,
-    ResourceUpdated,
     StreamBroken,
     StreamEnded,
     StreamErrored,
     StreamOpened,
+)
+from ..sansio._json import dumps
+from ..sansio.events import AttemptsExhausted
+from ..sansio.mcp import (
+    Cancelled,
+    ElicitationComplete,
+    ListChanged,
+    LogMessage,
+    Progress,
+    ResourceUpdated,
     SubscriptionsAcknowledged,
     TaskStatus,
 )
-from ..sansio._json import dumps
 
 __all__ = [
     "DEFAULT_MAX_BARS",

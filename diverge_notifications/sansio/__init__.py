@@ -2,31 +2,19 @@
 
 Nothing here opens sockets, sleeps, reads a clock, spawns threads or draws
 random numbers; time and randomness are parameters.
+
+This namespace holds what an application needs to speak the protocol: the
+MCP model, the codecs, the connections of both sides, the hub, the events.
+Everything else (state enums, transition tables, typed notification views,
+the drivers the adapters run on) is reached through its module, named after
+its layer: see ``docs/architecture.md``.
 """
 
-from ._errors import (
-    AskError,
-    AskErrorReason,
-    FrameError,
-    FrameErrorReason,
-    LocalProtocolError,
-    ProtocolError,
-)
-from .asks import (
-    Ask,
-    ChannelRequest,
-    ChannelRequestTag,
-    Exchange,
-    decode_ask,
-    decode_channel_request,
-    encode_ask,
-    encode_channel_request,
-)
+from ._errors import AskError, FrameError, FrameErrorReason, LocalProtocolError, ProtocolError
+from .asks import Ask, Exchange, decode_ask, encode_ask
 from .events import (
     NEED_DATA,
-    TERMINAL_EVENTS,
     AskRefused,
-    AttemptsExhausted,
     ConnectionClosed,
     Event,
     ExchangeAsked,
@@ -36,106 +24,63 @@ from .events import (
     NotServed,
     ReaskNeeded,
     ResultReceived,
-    RetryScheduled,
     StreamBroken,
     StreamEnded,
     StreamErrored,
     StreamOpened,
-    TerminalEvent,
 )
-from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from .framing import encode_frame
 from .http import ChannelIds
-from .hub import Hub, Interest, Subscriber
-from .mcp import (
-    Cancelled,
-    ElicitationComplete,
-    ErrorCode,
-    ErrorData,
-    ListChanged,
-    LogLevel,
-    LogMessage,
-    Notification,
-    NotificationKind,
-    Progress,
-    ResourceUpdated,
-    SubscriptionsAcknowledged,
-    TaskStatus,
-)
+from .hub import Hub, Interest
+from .mcp import ErrorData, LogLevel, Notification, NotificationKind
 from .messages import decode_message, encode_message
-from .policy import Backoff, PolicyState, ProxyPolicy
-from .proxy import AnswerState, ExchangeConnection, ProxyConnection, ProxyState
-from .sequence import PathState, Profile, SequenceMachine
-from .server import ServerConnection, ServerState
-from .writer import ContainerWriter, WriterState
+from .policy import Backoff, ProxyPolicy
+from .proxy import ExchangeConnection, ProxyConnection
+from .sequence import Profile, SequenceMachine
+from .server import ServerConnection
+from .writer import ContainerWriter
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_SIZE",
     "NEED_DATA",
-    "TERMINAL_EVENTS",
-    "AnswerState",
     "Ask",
     "AskError",
-    "AskErrorReason",
     "AskRefused",
-    "AttemptsExhausted",
     "Backoff",
-    "Cancelled",
     "ChannelIds",
-    "ChannelRequest",
-    "ChannelRequestTag",
     "ConnectionClosed",
     "ContainerWriter",
-    "ElicitationComplete",
-    "ErrorCode",
     "ErrorData",
     "Event",
     "Exchange",
     "ExchangeAsked",
     "ExchangeConnection",
-    "FrameDecoder",
     "FrameError",
     "FrameErrorReason",
     "Hub",
     "Interest",
-    "ListChanged",
     "LocalProtocolError",
     "LogLevel",
-    "LogMessage",
     "MessageRejected",
     "NotServed",
     "Notification",
     "NotificationKind",
     "NotificationReceived",
     "NotificationsAsked",
-    "PathState",
-    "PolicyState",
     "Profile",
-    "Progress",
     "ProtocolError",
     "ProxyConnection",
     "ProxyPolicy",
-    "ProxyState",
     "ReaskNeeded",
-    "ResourceUpdated",
     "ResultReceived",
-    "RetryScheduled",
     "SequenceMachine",
     "ServerConnection",
-    "ServerState",
     "StreamBroken",
     "StreamEnded",
     "StreamErrored",
     "StreamOpened",
-    "Subscriber",
-    "SubscriptionsAcknowledged",
-    "TaskStatus",
-    "TerminalEvent",
-    "WriterState",
     "decode_ask",
-    "decode_channel_request",
     "decode_message",
     "encode_ask",
-    "encode_channel_request",
     "encode_frame",
     "encode_message",
 ]

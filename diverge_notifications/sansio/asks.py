@@ -1,13 +1,13 @@
 """The ask codecs: the provider ask and the agents-begin channel request.
 
-Provider ask (seed 000, the body of ``POST /requests``)::
+Provider ask (the provider notifications page, the body of ``POST /requests``)::
 
     [kind][payload]     kind 0 list tools, 1 list resources, 2 call tool,
                         3 read resource (payload: MCP params JSON),
                         4 notifications (payload empty; anything there is
-                        ignored, as the seed's ``Request::decode`` does)
+                        ignored, as the specification's ``Request::decode`` does)
 
-Agents-begin channel request (seed 003, container-proxy protocol)::
+Agents-begin channel request (the container request page, container-proxy protocol)::
 
     [tag][payload]      tag 0 Postgres (4-byte connection id), 1-4 the four
                         MCP exchanges (params JSON), 5 MCP notifications
@@ -58,7 +58,7 @@ class Exchange(enum.IntEnum):
 
 
 class ChannelRequestTag(enum.IntEnum):
-    """The six tags of the agents-begin channel request (seed 003)."""
+    """The six tags of the agents-begin channel request (the container request page)."""
 
     POSTGRES = 0
     MCP_LIST_TOOLS = 1
@@ -106,7 +106,7 @@ class Ask:
 
 @attrs.frozen(kw_only=True)
 class ChannelRequest:
-    """An agents-begin channel request (seed 003).
+    """An agents-begin channel request (the container request page).
 
     ``tag`` says which; ``connection_id`` is the 4-byte id of a Postgres
     request (and ``None`` otherwise); ``params`` the MCP params of tags
@@ -188,7 +188,7 @@ def encode_ask(ask: Ask) -> bytes:
 def decode_channel_request(data: bytes | bytearray | memoryview) -> ChannelRequest:
     """Decode an agents-begin channel request, or raise :class:`AskError`.
 
-    The four failures are seed 003's: ``EMPTY``, ``UNKNOWN_TAG`` (with the
+    The four failures are the container request page's: ``EMPTY``, ``UNKNOWN_TAG`` (with the
     tag), ``CONNECTION_ID`` (the Postgres id was not four bytes) and
     ``MCP_PARAMS`` (the params JSON did not parse).
     """

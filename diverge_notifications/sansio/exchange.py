@@ -1,4 +1,4 @@
-"""The rules of a one-shot exchange's answer (kinds 0-3, DESIGN §4, §5).
+"""The rules of a one-shot exchange's answer (kinds 0-3, the wire mapping in docs/protocol.md).
 
 An exchange is answered with exactly one message, a result (tag 0, a JSON
 object) or an error (tag 1, ``ErrorData``), and then the clean end.

@@ -1,4 +1,4 @@
-"""Length-prefixed frames on a byte stream (DESIGN §4).
+"""Length-prefixed frames on a byte stream .
 
 A frame is a 4-byte big-endian length ``N`` and ``N`` bytes. ``N = 0`` is a
 keep-alive; ``N >= 1`` is one message. Frames may be split across reads or

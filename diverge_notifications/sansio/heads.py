@@ -1,4 +1,4 @@
-"""The heads of an ask and its answer, on the proxy side (DESIGN §4).
+"""The heads of an ask and its answer, on the proxy side .
 
 h11 writes the ask's request. Each head of the answer (any number of 1xx
 heads, then the final one) is found here, in the bytes read so far, and

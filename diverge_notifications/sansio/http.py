@@ -1,4 +1,4 @@
-"""The HTTP/1.1 vocabulary both sides share (DESIGN §4).
+"""The HTTP/1.1 vocabulary both sides share .
 
 What an ask and its answer look like on the wire, in one place: the path
 asks are posted to, the content types, the bearer-token rule, channel ids

@@ -14,7 +14,6 @@ make a message undecodable, are listed on :meth:`Notification.from_bytes`.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -22,8 +21,33 @@ import attrs
 
 from ._errors import FrameError, FrameErrorReason
 from ._json import JsonError, canonical_bytes, dumps, parse
+from .kinds import (
+    INT32_MAX,
+    INT32_MIN,
+    METHODS,
+    TASK_STATUSES,
+    ErrorCode,
+    LogLevel,
+    NotificationKind,
+)
+from .views import (
+    KIND_BY_VIEW,
+    Cancelled,
+    ElicitationComplete,
+    ListChanged,
+    LogMessage,
+    NotificationView,
+    Progress,
+    ResourceUpdated,
+    SubscriptionsAcknowledged,
+    TaskStatus,
+    is_int,
+    view_of,
+)
 
 __all__ = [
+    "METHODS",
+    "TASK_STATUSES",
     "Cancelled",
     "ElicitationComplete",
     "ErrorCode",
@@ -41,259 +65,6 @@ __all__ = [
 ]
 
 _INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
-_INT32_MIN: Final = -(2**31)
-_INT32_MAX: Final = 2**31 - 1
-
-
-class NotificationKind(enum.Enum):
-    """What a notification is, decided by its ``method`` and the fit of its params.
-
-    The value is the member name in lower case, which is how the command
-    line prints a kind.
-    """
-
-    CANCELLED = "cancelled"
-    PROGRESS = "progress"
-    LOGGING_MESSAGE = "logging_message"
-    RESOURCE_UPDATED = "resource_updated"
-    RESOURCE_LIST_CHANGED = "resource_list_changed"
-    TOOL_LIST_CHANGED = "tool_list_changed"
-    PROMPT_LIST_CHANGED = "prompt_list_changed"
-    ELICITATION_COMPLETE = "elicitation_complete"
-    TASK_STATUS = "task_status"
-    SUBSCRIPTIONS_ACKNOWLEDGED = "subscriptions_acknowledged"
-    CUSTOM = "custom"
-
-
-#: Every method a known kind answers to, across MCP 2024-11-05 … 2026-07-28
-#: and rmcp 3.x (which spells the task notification ``notifications/tasks``).
-METHODS: Final[Mapping[str, NotificationKind]] = {
-    "notifications/cancelled": NotificationKind.CANCELLED,
-    "notifications/progress": NotificationKind.PROGRESS,
-    "notifications/message": NotificationKind.LOGGING_MESSAGE,
-    "notifications/resources/updated": NotificationKind.RESOURCE_UPDATED,
-    "notifications/resources/list_changed": NotificationKind.RESOURCE_LIST_CHANGED,
-    "notifications/tools/list_changed": NotificationKind.TOOL_LIST_CHANGED,
-    "notifications/prompts/list_changed": NotificationKind.PROMPT_LIST_CHANGED,
-    "notifications/elicitation/complete": NotificationKind.ELICITATION_COMPLETE,
-    "notifications/tasks/status": NotificationKind.TASK_STATUS,
-    "notifications/tasks": NotificationKind.TASK_STATUS,
-    "notifications/subscriptions/acknowledged": NotificationKind.SUBSCRIPTIONS_ACKNOWLEDGED,
-}
-
-
-class LogLevel(enum.IntEnum):
-    """The eight RFC 5424 severities, ordered from least to most severe.
-
-    On the wire a level is its lower-case name, matched case-sensitively
-    (``"INFO"`` is not a level).
-    """
-
-    DEBUG = 0
-    INFO = 1
-    NOTICE = 2
-    WARNING = 3
-    ERROR = 4
-    CRITICAL = 5
-    ALERT = 6
-    EMERGENCY = 7
-
-    @property
-    def wire(self) -> str:
-        """The level as written in JSON, e.g. ``"warning"``."""
-        return self.name.lower()
-
-    @classmethod
-    def from_wire(cls, value: object) -> LogLevel | None:
-        """The level named exactly ``value``, or ``None`` if it names none."""
-        if isinstance(value, str):
-            return _LEVELS_BY_WIRE.get(value)
-        return None
-
-
-_LEVELS_BY_WIRE: Final[Mapping[str, LogLevel]] = {level.wire: level for level in LogLevel}
-
-#: The statuses MCP defines for a task.
-TASK_STATUSES: Final = frozenset({"working", "input_required", "completed", "failed", "cancelled"})
-
-
-class ErrorCode(enum.IntEnum):
-    """The well-known JSON-RPC and MCP error codes."""
-
-    PARSE_ERROR = -32700
-    INVALID_REQUEST = -32600
-    METHOD_NOT_FOUND = -32601
-    INVALID_PARAMS = -32602
-    INTERNAL_ERROR = -32603
-    RESOURCE_NOT_FOUND = -32002
-
-
-# --- typed views -----------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Cancelled:
-    """``notifications/cancelled``: a request the server gave up on."""
-
-    request_id: int | str | None
-    reason: str | None
-
-
-@attrs.frozen(kw_only=True)
-class Progress:
-    """``notifications/progress``: how far along a request is."""
-
-    token: int | str
-    progress: int | float
-    total: int | float | None
-    message: str | None
-
-
-@attrs.frozen(kw_only=True)
-class LogMessage:
-    """``notifications/message``: one log record."""
-
-    level: LogLevel
-    logger: str | None
-    data: Any
-
-
-@attrs.frozen(kw_only=True)
-class ResourceUpdated:
-    """``notifications/resources/updated``: the resource at ``uri`` changed."""
-
-    uri: str
-
-
-@attrs.frozen(kw_only=True)
-class ListChanged:
-    """One of the three ``…/list_changed`` notifications; ``kind`` says which."""
-
-    kind: NotificationKind
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationComplete:
-    """``notifications/elicitation/complete``: an out-of-band elicitation finished."""
-
-    elicitation_id: str
-
-
-@attrs.frozen(kw_only=True)
-class TaskStatus:
-    """``notifications/tasks/status`` (or rmcp's ``notifications/tasks``)."""
-
-    task_id: str
-    status: str
-    status_message: str | None
-
-
-@attrs.frozen(kw_only=True)
-class SubscriptionsAcknowledged:
-    """``notifications/subscriptions/acknowledged``: what a listen request was granted.
-
-    ``notifications`` is the ``SubscriptionFilter`` object as sent.
-    """
-
-    notifications: Mapping[str, Any]
-
-
-NotificationView = (
-    Cancelled
-    | Progress
-    | LogMessage
-    | ResourceUpdated
-    | ListChanged
-    | ElicitationComplete
-    | TaskStatus
-    | SubscriptionsAcknowledged
-)
-
-
-def _is_int(value: object, low: int, high: int) -> bool:
-    return type(value) is int and low <= value <= high
-
-
-def _is_number(value: object) -> bool:
-    return type(value) is int or type(value) is float
-
-
-def _optional_str(params: Mapping[str, Any], key: str) -> tuple[bool, str | None]:
-    value = params.get(key)
-    if value is None or isinstance(value, str):
-        return True, value
-    return False, None
-
-
-def _optional_number(params: Mapping[str, Any], key: str) -> tuple[bool, int | float | None]:
-    value = params.get(key)
-    if value is None or _is_number(value):
-        return True, value
-    return False, None
-
-
-def _view_of(kind: NotificationKind, params: Any) -> NotificationView | None:
-    """The typed view of ``params`` for ``kind``, or ``None`` if they do not fit."""
-    if kind in (
-        NotificationKind.RESOURCE_LIST_CHANGED,
-        NotificationKind.TOOL_LIST_CHANGED,
-        NotificationKind.PROMPT_LIST_CHANGED,
-    ):
-        # No params needed: absent, null, {} and {"_meta": …} all fit.
-        return ListChanged(kind=kind)
-    if not isinstance(params, dict):
-        return None
-    if kind is NotificationKind.PROGRESS:
-        token = params.get("progressToken")
-        progress = params.get("progress")
-        if not (_is_int(token, _INT64_MIN, _INT64_MAX) or isinstance(token, str)):
-            return None
-        if not _is_number(progress):
-            return None
-        assert isinstance(token, (int, str)) and isinstance(progress, (int, float))
-        total_ok, total = _optional_number(params, "total")
-        message_ok, message = _optional_str(params, "message")
-        if not (total_ok and message_ok):
-            return None
-        return Progress(token=token, progress=progress, total=total, message=message)
-    if kind is NotificationKind.LOGGING_MESSAGE:
-        level = LogLevel.from_wire(params.get("level"))
-        logger_ok, logger = _optional_str(params, "logger")
-        if level is None or not logger_ok or "data" not in params:
-            return None
-        return LogMessage(level=level, logger=logger, data=params["data"])
-    if kind is NotificationKind.RESOURCE_UPDATED:
-        uri = params.get("uri")
-        return ResourceUpdated(uri=uri) if isinstance(uri, str) else None
-    if kind is NotificationKind.CANCELLED:
-        request_id = params.get("requestId")
-        if not (
-            request_id is None
-            or isinstance(request_id, str)
-            or _is_int(request_id, _INT64_MIN, _INT64_MAX)
-        ):
-            return None
-        reason_ok, reason = _optional_str(params, "reason")
-        return Cancelled(request_id=request_id, reason=reason) if reason_ok else None
-    if kind is NotificationKind.ELICITATION_COMPLETE:
-        elicitation_id = params.get("elicitationId")
-        if isinstance(elicitation_id, str):
-            return ElicitationComplete(elicitation_id=elicitation_id)
-        return None
-    if kind is NotificationKind.TASK_STATUS:
-        task_id = params.get("taskId")
-        status = params.get("status")
-        message_ok, status_message = _optional_str(params, "statusMessage")
-        if isinstance(task_id, str) and status in TASK_STATUSES and message_ok:
-            return TaskStatus(task_id=task_id, status=status, status_message=status_message)
-        return None
-    if kind is NotificationKind.SUBSCRIPTIONS_ACKNOWLEDGED:
-        granted = params.get("notifications")
-        if isinstance(granted, dict):
-            return SubscriptionsAcknowledged(notifications=granted)
-        return None
-    return None  # pragma: no cover - every kind is handled above
 
 
 def _body_error(detail: str, tag: int) -> FrameError:
@@ -466,7 +237,7 @@ class Notification:
         view = self._view
         if view is _NOT_CLASSIFIED:
             kind = METHODS.get(self.method)
-            view = None if kind is None else _view_of(kind, self._members.get("params"))
+            view = None if kind is None else view_of(kind, self._members.get("params"))
             self._view = view
         return view  # type: ignore[return-value]
 
@@ -478,7 +249,7 @@ class Notification:
             return NotificationKind.CUSTOM
         if isinstance(view, ListChanged):
             return view.kind
-        return _KIND_BY_VIEW[type(view)]
+        return KIND_BY_VIEW[type(view)]
 
     # --- writing -------------------------------------------------------
 
@@ -514,17 +285,6 @@ class Notification:
         if len(text) > 200:
             text = text[:197] + "..."
         return f"Notification({self.kind.name}, {text})"
-
-
-_KIND_BY_VIEW: Final[Mapping[type, NotificationKind]] = {
-    Cancelled: NotificationKind.CANCELLED,
-    Progress: NotificationKind.PROGRESS,
-    LogMessage: NotificationKind.LOGGING_MESSAGE,
-    ResourceUpdated: NotificationKind.RESOURCE_UPDATED,
-    ElicitationComplete: NotificationKind.ELICITATION_COMPLETE,
-    TaskStatus: NotificationKind.TASK_STATUS,
-    SubscriptionsAcknowledged: NotificationKind.SUBSCRIPTIONS_ACKNOWLEDGED,
-}
 
 
 def _json_type(value: object) -> str:
@@ -573,7 +333,7 @@ class ErrorData:
 
     @code.validator
     def _check_code(self, _attribute: object, value: object) -> None:
-        if not _is_int(value, _INT32_MIN, _INT32_MAX):
+        if not is_int(value, INT32_MIN, INT32_MAX):
             raise ValueError(f"error code must be an int32, not {value!r}")
 
     @message.validator
@@ -609,7 +369,7 @@ class ErrorData:
         if not isinstance(members, dict):
             raise _body_error(f"error must be a JSON object, not {_json_type(members)}", 1)
         code = members.get("code")
-        if not _is_int(code, _INT32_MIN, _INT32_MAX):
+        if not is_int(code, INT32_MIN, INT32_MAX):
             raise _body_error(f'error "code" must be an int32, not {_describe_code(code)}', 1)
         assert isinstance(code, int)
         message = members.get("message")

@@ -1,7 +1,7 @@
 """The message codec: ``[tag][JSON]``, the payload of one frame.
 
 Tag ``0`` is a notification and tag ``1`` an error (``ErrorData``), the last
-message of a path. This is seed 000's ``Frame``; the name *message* is used
+message of a path. This is the provider notifications page's ``Frame``; the name *message* is used
 here because *frame* is the length-prefixed unit on the byte stream.
 
 The tags are defined here once, as numbers and as the bytes that start a

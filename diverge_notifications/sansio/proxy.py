@@ -1,4 +1,4 @@
-"""The proxy side of one ask: bytes in, events out (DESIGN §4, §5).
+"""The proxy side of one ask: bytes in, events out .
 
 One ask travels on one HTTP/1.1 connection. :class:`ProxyConnection` asks
 for notifications (kind 4) and turns the answer into a path's events;
@@ -491,7 +491,7 @@ class ProxyConnection(_AskConnection[SequenceMachine]):
     :data:`NEED_DATA` forever. A refusal or a broken head produces the
     terminal event and :class:`ReaskNeeded` without :class:`StreamOpened`.
 
-    ``profile`` picks the sequence rules (DESIGN §5). ``max_frame_size``
+    ``profile`` picks the sequence rules . ``max_frame_size``
     bounds one frame (a larger one ends the path, unbuffered);
     ``max_head_size`` bounds each head of the answer, and each chunk-size
     line and the trailer section of a chunked body. ``target`` is the

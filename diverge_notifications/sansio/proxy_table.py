@@ -1,4 +1,4 @@
-"""The states of one ask on the proxy side, and the table between them (DESIGN §4).
+"""The states of one ask on the proxy side, and the table between them .
 
 :data:`PROXY_TRANSITIONS` says, for each state of an ask and each thing
 that can happen to it (a :class:`ProxyInput`), the state it moves to and

@@ -1,9 +1,9 @@
 """The sequence machine: a path's messages, finish and loss in; events out.
 
-This is the part of the proxy side that knows the profile rules (DESIGN §5)
+This is the part of the proxy side that knows the profile rules
 and nothing about bytes on a socket. :class:`ProxyConnection` drives it from
 HTTP; the container protocol, which has no byte transport of its own in the
-seeds, drives it directly at payload level with :meth:`receive_payload`,
+specification pages, drives it directly at payload level with :meth:`receive_payload`,
 :meth:`receive_finish` and :meth:`connection_lost`.
 
 The profile rules are written once, as a grammar (:data:`PROFILE_GRAMMAR`:
@@ -114,15 +114,15 @@ GrammarPoint = Part | None
 
 _N, _ER, _F = Part.NOTIFICATION, Part.ERROR, Part.FINISH
 
-#: The profile rules (DESIGN §5), written once: for each profile, after what a
+#: The profile rules , written once: for each profile, after what a
 #: path carried last (nothing yet, a notification, the error), the parts that
 #: may come next. The reader's :data:`TRANSITIONS`, the server's tables
 #: (:mod:`.server_states`) and the container writer's (:mod:`.writer`) are
 #: derived from it when they are imported.
 PROFILE_GRAMMAR: Final[Mapping[Profile, Mapping[GrammarPoint, tuple[Part, ...]]]] = {
-    # seed 000: [0]* then at most one [1], then the end
+    # the provider notifications page: [0]* then at most one [1], then the end
     Profile.PROVIDER: {None: (_N, _ER, _F), _N: (_N, _ER, _F), _ER: (_F,)},
-    # seeds 001/003: [0]* and no finish while the connection lives, or one [1]
+    # the container response page/003: [0]* and no finish while the connection lives, or one [1]
     # first and then the finish (a finish with nothing before it: not served)
     Profile.CONTAINER: {None: (_N, _ER, _F), _N: (_N,), _ER: (_F,)},
 }

@@ -1,7 +1,7 @@
 """The server side: reading an ask, answering it, and writing a notification path.
 
 A :class:`ServerConnection` serves exactly one ask on one HTTP/1.1
-connection (DESIGN §4: one ask per connection, ``Connection: close`` on
+connection (the wire mapping in docs/protocol.md: one ask per connection, ``Connection: close`` on
 every response). Its :class:`~.ask_reader.AskReader` reads the request
 (with h11) and the connection turns the verdict into one of three events:
 

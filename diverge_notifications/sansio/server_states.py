@@ -137,12 +137,13 @@ def _server_table(profile: Profile) -> _ServerTable:
     return table
 
 
-#: (state, input) -> (next state, outcome) for the provider profile (seed 000):
+#: (state, input) -> (next state, outcome) for the provider profile
+#: (the provider notifications page):
 #: notifications, then at most one error, then the clean end. A pair that is
 #: not in the table is refused with :class:`LocalProtocolError`.
 SERVER_TRANSITIONS: Final[_ServerTable] = _server_table(Profile.PROVIDER)
 
-#: The container profile (seeds 001/003): once a notification is written the
+#: The container profile (the container response page/003): once a notification is written the
 #: path takes neither an error nor an end; an error comes first or not at all.
 CONTAINER_SERVER_TRANSITIONS: Final[_ServerTable] = _server_table(Profile.CONTAINER)
 

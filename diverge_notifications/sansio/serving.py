@@ -150,7 +150,7 @@ _Out = ServingOutcome
 SERVING_TRANSITIONS: Final[
     Mapping[tuple[ServingState, ServingInput], tuple[ServingState, ServingOutcome]]
 ] = {
-    # The ask: one per connection (DESIGN §4), read or given up on.
+    # The ask: one per connection , read or given up on.
     (_ASKING, _In.PATH_ASKED): (_PATH, _Out.OPEN_PATH),
     (_ASKING, _In.EXCHANGE_ASKED): (_EXCHANGE, _Out.HOLD),
     # A server with no MCP server behind it to ask declines ("not served").

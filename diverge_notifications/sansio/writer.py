@@ -1,4 +1,6 @@
-"""The payload-level writer: seed 001's sequence of channel responses, with no HTTP.
+"""The payload-level writer: the sequence of channel responses, with no HTTP.
+
+The container response page's rules, written at payload level.
 
 :class:`ContainerWriter` writes the payloads of a path (``[0][JSON]`` and
 ``[1][JSON]``, as :func:`~.messages.encode_message` encodes them) and
@@ -85,7 +87,7 @@ def _why_refused(profile: Profile, state: WriterState, what: WriterInput) -> str
 
 
 class ContainerWriter:
-    """Writes seed 001's sequence of channel responses, payload by payload.
+    """Writes the container response page's sequence of channel responses, payload by payload.
 
     :meth:`notification` returns the payload ``[0][JSON]`` and
     :meth:`error` the payload ``[1][JSON]``; :meth:`finish` records the
