@@ -44,10 +44,12 @@ from diverge_notifications.bridge import (
     McpConnected,
     McpDisconnected,
     McpSubscribed,
+    ServerSpec,
     run_bridge,
 )
-from diverge_notifications.bridge._core import _Bridge
+from diverge_notifications.bridge._core import Bridge, BridgeSettings
 from diverge_notifications.bridge._stdio import LineSplitter
+from diverge_notifications.bridge._subscribe import Flag
 from diverge_notifications.examples.mcp_server import (
     CLOCK_URI,
     LEVELS,
@@ -562,27 +564,6 @@ def test_bad_arguments_fail_before_connecting(options: dict[str, Any], error: ty
 def test_only_notifications_are_published() -> None:
     hub = Hub()
     subscriber = hub.subscribe()
-    bridge = _Bridge(
-        hub,
-        stdio_command=None,
-        url="http://127.0.0.1:1/mcp",
-        log_level="debug",
-        policy=None,
-        random=None,
-        mode="auto",
-        env=None,
-        cwd=None,
-        headers=None,
-        request_timeout=1.0,
-        ping_interval=1.0,
-        max_line_size=1024,
-        on_event=None,
-    )
-
-    class Flag:
-        def set(self) -> None:
-            pass
-
     raws = [
         b'{"jsonrpc":"2.0","id":1,"result":{}}',
         b'{"jsonrpc":"2.0","id":"r","method":"roots/list"}',
@@ -592,8 +573,19 @@ def test_only_notifications_are_published() -> None:
         b'{"z":1,"method":"vendor/x","jsonrpc":"2.0","params":{"b":[1.50,2],"a":{}}}',
         b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}',
     ]
-    for raw in raws:
-        bridge._relay(raw, Flag())  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        bridge = Bridge(
+            hub,
+            ServerSpec.http("x", "http://127.0.0.1:1/mcp"),
+            settings=BridgeSettings(),
+            policy=fast_policy(),
+            random=lambda: 0.5,
+        )
+        for raw in raws:
+            bridge._relay(raw, Flag())
+
+    asyncio.run(scenario())
     assert [n.to_bytes() for n in subscriber.take()] == raws[-2:]
 
 

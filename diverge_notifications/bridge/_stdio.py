@@ -24,14 +24,18 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from ..sansio.framing import DEFAULT_MAX_FRAME_SIZE
 from ._link import Link
 
 __all__ = ["DEFAULT_MAX_LINE_SIZE", "LineSplitter", "stdio_transport"]
 
 logger = logging.getLogger("diverge_notifications.bridge")
 
-#: The longest line (one JSON-RPC message) read from a server, in bytes.
-DEFAULT_MAX_LINE_SIZE = 16 * 1024 * 1024
+#: The longest line (one JSON-RPC message) read from a server, in bytes: a
+#: notification becomes a frame of one tag byte plus its JSON, and a frame
+#: may be at most DEFAULT_MAX_FRAME_SIZE (16 MiB), so a line of 16 MiB is
+#: one byte too long.
+DEFAULT_MAX_LINE_SIZE = DEFAULT_MAX_FRAME_SIZE - 1
 
 #: Seconds the server gets to exit on its own after its input is closed.
 _EXIT_GRACE = 2.0
@@ -144,7 +148,9 @@ async def stdio_transport(
         try:
             async with read_send:
                 async for chunk in process.stdout:
-                    for line in lines.feed(chunk):
+                    completed = lines.feed(chunk)
+                    link.dropped = lines.dropped
+                    for line in completed:
                         if line.endswith(b"\r"):
                             line = line[:-1]
                         if not line.strip():
