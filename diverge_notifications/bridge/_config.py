@@ -105,7 +105,7 @@ def _check_headers(server: str, headers: Mapping[str, str]) -> dict[str, str]:
                 server=server,
                 field=f"headers.{key}",
             )
-        checked[key] = value.strip(" \t")
+        checked[key] = value
     return checked
 
 
@@ -131,6 +131,14 @@ def _check_url(server: str, url: object) -> str:
 
 def _frozen_mapping(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
+
+
+def _header_map(value: Mapping[str, str] | None) -> dict[str, str]:
+    # Space around a field value is not part of it (RFC 9110, section 5.5).
+    return {
+        key: item.strip(" \t") if isinstance(item, str) else item
+        for key, item in (value or {}).items()
+    }
 
 
 def _argv(value: Sequence[str]) -> tuple[str, ...]:
@@ -161,7 +169,7 @@ class ServerSpec:
     env: dict[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
     cwd: str | None = None
     url: str | None = None
-    headers: dict[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
+    headers: dict[str, str] = attrs.field(factory=dict, converter=_header_map)
     resources: tuple[str, ...] | None = attrs.field(default=None, converter=_resource_tuple)
     mode: str = "auto"
 
@@ -424,6 +432,17 @@ def parse_header_line(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _url_name(url: str) -> str:
+    """A URL without its user information, query and fragment: a name safe to log."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if not parts.scheme or not parts.netloc:
+        return url
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
 def _unique(name: str, taken: set[str]) -> str:
     candidate = name
     number = 2
@@ -454,7 +473,8 @@ def server_specs(
     each ``--mcp-header`` to every ``--mcp-url`` server; ``--mcp-resource``
     (default: every listed resource) and ``--mcp-mode`` (default ``auto``)
     apply to both one-server forms. A one-server form is named after its
-    command line or URL (with `` (2)`` and so on when names repeat). An
+    command line or its URL without user information, query or fragment
+    (with `` (2)`` and so on when names repeat). An
     option with nothing to apply to, like everything else wrong, raises
     :class:`ConfigError`; no server at all is not an error (an empty tuple).
     """
@@ -485,7 +505,11 @@ def server_specs(
     for url in urls:
         specs.append(
             ServerSpec.http(
-                _unique(url, taken), url, headers=fields, resources=chosen, mode=mode or "auto"
+                _unique(_url_name(url), taken),
+                url,
+                headers=fields,
+                resources=chosen,
+                mode=mode or "auto",
             )
         )
     return tuple(specs)

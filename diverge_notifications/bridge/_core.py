@@ -184,8 +184,9 @@ class Bridge:
         self.client: Client | None = None
         #: Why the server is not connected (``None`` before the first attempt ends).
         self.reason: str | None = None
-        #: Set once the first connection attempt connected or failed.
-        self.settled = anyio.Event()
+        #: Set while the server is connected or the bridge waits to connect
+        #: again; clear while a connection is being made.
+        self.settled = Flag()
         #: True once the policy gave up on this server.
         self.gone = False
         #: Listings the relay keeps (``"tools"``, ``"resources"``, ``"templates"``),
@@ -193,6 +194,8 @@ class Bridge:
         self.listed: dict[str, Any] = {}
         #: Messages dropped for their size, over all connections.
         self.dropped = 0
+        # Connected, and not forwarded to until it was asked for everything.
+        self._connecting: Client | None = None
         # Auto mode learned that the server does not serve subscriptions/listen.
         self._fallen_back = False
         self._started = 0.0
@@ -232,6 +235,7 @@ class Bridge:
                 # Never before ask_at, even if the sleep woke a hair early.
                 self._last_now = max(self._now(), ask_at)
                 policy.ask_started(self._last_now)
+                self.settled.clear()
                 reason = await self._connect_once()
                 self._disconnected(reason)
                 outcome = policy.ask_ended(self._now(), self._random())
@@ -246,12 +250,14 @@ class Bridge:
             self.client = None
             self.settled.set()
 
-    def _disconnected(self, reason: str) -> None:
+    def _disconnected(self, reason: str, *, again: bool = False) -> None:
+        """The connection ended; ``again`` when the next one is made at once."""
         self.client = None
         self.listed.clear()
         self.reason = reason
-        self._path_open = False
-        self.settled.set()
+        if not again:
+            self._path_open = False
+            self.settled.set()
         logger.info("MCP server %r: connection ended: %s", self.name, reason)
         self._emit(McpDisconnected(reason=reason))
 
@@ -272,7 +278,8 @@ class Bridge:
             self._fallen_back = True
             self._disconnected(
                 "the MCP server does not serve subscriptions/listen: "
-                "connecting again with the initialize handshake"
+                "connecting again with the initialize handshake",
+                again=True,
             )
 
     async def _session(self, link: Link) -> bool:
@@ -290,9 +297,7 @@ class Bridge:
             version = client.protocol_version
             logger.info("connected to MCP server %r: %s (%s)", self.name, server, version)
             self.listed.clear()
-            self.client = client
-            self.reason = None
-            self.settled.set()
+            self._connecting = client
             self._emit(McpConnected(protocol_version=version, server=server))
             if self.spec.mode == "listen" and version not in MODERN_PROTOCOL_VERSIONS:
                 link.mark_lost(
@@ -303,6 +308,19 @@ class Bridge:
                 return await self._hear(client, link, resources_changed)
             finally:
                 self.client = None
+                self._connecting = None
+
+    def _ready(self, client: Client) -> None:
+        """Forward to ``client`` from now on: the server was asked for everything.
+
+        Not at once on connecting: auto mode may still find that it must
+        connect again with the handshake, and what was forwarded meanwhile
+        would fail for nothing.
+        """
+        if self.client is None:
+            self.client = client
+            self.reason = None
+            self.settled.set()
 
     def _transport(self, link: Link, relay: Callable[[bytes], None]) -> Transport:
         spec = self.spec
@@ -383,6 +401,8 @@ class Bridge:
                 if not served and self.spec.mode == "auto":
                     fall_back = True
                     tasks.cancel_scope.cancel()
+                elif not served:
+                    self._ready(client)  # kept connected in mode "listen" all the same
             else:
                 await subscribe(
                     client,
@@ -396,6 +416,8 @@ class Bridge:
         return fall_back
 
     def _subscribed(self, how: str, level: str | None, resources: Sequence[str]) -> None:
+        if self._connecting is not None:
+            self._ready(self._connecting)
         self._emit(McpSubscribed(how=how, log_level=level, resources=tuple(resources)))
 
     async def _keep_checking(self, client: Client, link: Link) -> None:

@@ -26,7 +26,9 @@ specifies, and as far as a relay needs:
   once it was open, is the server going away;
 * on MCP 2026-07-28 a request is cancelled by closing its POST, not by a
   ``notifications/cancelled`` message;
-* on the way out, a session the server gave an id is ended with ``DELETE``.
+* on the way out, a session the server gave an id is ended with ``DELETE``
+  (unless the server went away: then there is nothing to end, and a server
+  that stopped answering would only hold the goodbye up).
 
 It does not resume a broken event stream with ``Last-Event-ID``: the
 request it answered fails, and the bridge's session decides what that
@@ -398,5 +400,7 @@ async def http_transport(
         finally:
             from_transport.close()
             to_transport.close()
-            await connection.goodbye()
+            # A server that went away (or stopped answering) has no session to end.
+            if not link.lost.is_set():
+                await connection.goodbye()
             tasks.cancel_scope.cancel()

@@ -48,7 +48,9 @@ class Flag:
 
     def clear(self) -> None:
         self._set = False
-        self._event = None
+        # An event not set yet may have waiters: they wait on for the next set().
+        if self._event is not None and self._event.is_set():
+            self._event = None
 
     async def wait(self) -> None:
         if self._set:
