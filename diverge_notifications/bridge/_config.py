@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..sansio._json import JsonError, parse
+from ..sansio.mcp import _json_type
 
 __all__ = [
     "HTTP_TYPES",
@@ -82,20 +83,17 @@ def _check_text(server: str, field: str, value: object) -> str:
     return value
 
 
-def _check_env(server: str, env: Mapping[str, str]) -> dict[str, str]:
-    checked: dict[str, str] = {}
+def _check_env(server: str, env: Mapping[str, str]) -> None:
     for key, value in env.items():
         _check_text(server, "env", key)
         if not key or "=" in key:
             raise ConfigError(
                 f"{key!r} is not a variable name (non-empty, no '=')", server=server, field="env"
             )
-        checked[key] = _check_text(server, f"env.{key}", value)
-    return checked
+        _check_text(server, f"env.{key}", value)
 
 
-def _check_headers(server: str, headers: Mapping[str, str]) -> dict[str, str]:
-    checked: dict[str, str] = {}
+def _check_headers(server: str, headers: Mapping[str, str]) -> None:
     for key, value in headers.items():
         if not isinstance(key, str) or not _TOKEN.fullmatch(key):
             raise ConfigError(f"{key!r} is not a header name", server=server, field="headers")
@@ -105,8 +103,6 @@ def _check_headers(server: str, headers: Mapping[str, str]) -> dict[str, str]:
                 server=server,
                 field=f"headers.{key}",
             )
-        checked[key] = value
-    return checked
 
 
 def _check_url(server: str, url: object) -> str:
@@ -248,22 +244,6 @@ class ServerSpec:
 
 
 # --- the mcpServers JSON ---------------------------------------------------------
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def _string_map(server: str, field: str, value: object) -> dict[str, str]:

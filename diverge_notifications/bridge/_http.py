@@ -168,16 +168,19 @@ class _HttpConnection:
         return True
 
     async def _post_one_way(self, body: bytes, headers: Mapping[str, str]) -> None:
-        """A notification or a response: the server answers 202 and nothing else matters."""
+        """A notification or a response: the server answers 202, and any body goes unread."""
         try:
-            response = await self._client.post(self._url, content=body, headers=headers)
-        except httpx2.TransportError as error:
+            async with self._client.stream(
+                "POST", self._url, content=body, headers=headers
+            ) as response:
+                status = response.status_code
+        except (httpx2.HTTPError, httpx2.StreamError) as error:
             self._link.mark_lost(f"the MCP server could not be reached: {describe(error)}")
             return
-        if response.status_code == 404 and self.session_id is not None:
+        if status == 404 and self.session_id is not None:
             self._link.mark_lost("the MCP server no longer knows the session (HTTP 404)")
-        elif not response.is_success:
-            logger.warning("the MCP server answered a message with HTTP %d", response.status_code)
+        elif not 200 <= status < 300:
+            logger.warning("the MCP server answered a message with HTTP %d", status)
 
     async def _request(
         self,

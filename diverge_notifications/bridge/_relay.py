@@ -32,6 +32,7 @@ from ._core import (
     check_command,
 )
 from ._stdio import DEFAULT_MAX_LINE_SIZE
+from ._subscribe import MAX_PAGES
 
 __all__ = ["DEFAULT_EXCHANGE_TIMEOUT", "McpRelay", "RelayExhausted", "ServerStatus"]
 
@@ -39,8 +40,6 @@ logger = logging.getLogger("diverge_notifications.bridge")
 
 #: Seconds a forwarded call or read may take.
 DEFAULT_EXCHANGE_TIMEOUT: Final = 300.0
-#: Pages of one listing read at most from one server.
-MAX_PAGES: Final = 100
 
 
 @attrs.frozen(kw_only=True)
@@ -108,7 +107,7 @@ class McpRelay:
     ``healthy_after`` and ``max_attempts``; ``random`` draws the jitter.
     ``log_level`` is asked of every server; ``request_timeout`` bounds each
     request the bridge makes itself and each listing; ``exchange_timeout``
-    (``None``: no bound) a forwarded call or read; a server that does not
+    a forwarded call or read (seconds); a server that does not
     answer a ``ping`` is noticed within ``ping_interval`` seconds.
     ``on_event(name, event)`` gets each bridge's events with the server's
     name (see :func:`~._core.run_bridge`).
@@ -129,7 +128,7 @@ class McpRelay:
         max_attempts: int | None = None,
         random: Callable[[], float] | None = None,
         request_timeout: float = 30.0,
-        exchange_timeout: float | None = DEFAULT_EXCHANGE_TIMEOUT,
+        exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT,
         ping_interval: float = DEFAULT_PING_INTERVAL,
         max_message_size: int = DEFAULT_MAX_LINE_SIZE,
         on_event: Callable[[str, Event], None] | None = None,
@@ -141,7 +140,7 @@ class McpRelay:
         if len(set(names)) != len(names):
             twice = sorted({name for name in names if names.count(name) > 1})
             raise ValueError(f"two MCP servers share a name: {', '.join(map(repr, twice))}")
-        if exchange_timeout is not None and not exchange_timeout > 0:
+        if not exchange_timeout > 0:
             raise ValueError(f"exchange_timeout must be positive, got {exchange_timeout!r}")
         self._settings = BridgeSettings(
             log_level=log_level,

@@ -20,11 +20,11 @@ from mcp.shared.exceptions import MCPError
 
 from ._link import Link
 
-__all__ = ["LISTEN", "SUBSCRIBE", "Flag", "list_resource_uris", "listen", "subscribe"]
+__all__ = ["LISTEN", "MAX_PAGES", "SUBSCRIBE", "Flag", "list_resource_uris", "listen", "subscribe"]
 
 logger = logging.getLogger("diverge_notifications.bridge")
 
-#: Pages of ``resources/list`` read at most when looking for what to subscribe to.
+#: Pages of one listing read at most from one server.
 MAX_PAGES: Final = 100
 #: :class:`~._core.McpSubscribed`'s ``how`` for each revision.
 LISTEN: Final = "subscriptions/listen"
