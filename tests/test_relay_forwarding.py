@@ -32,6 +32,7 @@ from test_relay_support import (
     http_example,
     running,
     server_env,
+    server_process,
 )
 
 from diverge_notifications.adapters.asyncio import listen, serve
@@ -426,3 +427,75 @@ def test_the_relay_under_trio() -> None:
 
     heard: list[Notification] = []
     assert text_of(trio.run(scenario)) == "counted to 2"
+
+
+# --- limits ------------------------------------------------------------------------------
+
+LOUD_SERVER: Final = textwrap.dedent(
+    """
+    import sys
+    from mcp.server.mcpserver import Context, MCPServer
+
+    server = MCPServer("loud")
+
+    @server.tool()
+    async def shout(ctx: Context, size: int) -> str:
+        await ctx.info("x" * size)
+        return "shouted"
+
+    @server.tool()
+    def big(size: int) -> str:
+        return "y" * size
+
+    if sys.argv[1:]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]), json_response=True)
+    else:
+        server.run()
+    """
+)
+LIMIT: Final = 64 * 1024
+
+
+def loud_command(tmp_path: Path, *arguments: str) -> list[str]:
+    script = tmp_path / "loud_server.py"
+    script.write_text(LOUD_SERVER)
+    return [sys.executable, str(script), *arguments]
+
+
+def test_a_stdio_message_over_the_limit_is_dropped_and_counted(tmp_path: Path) -> None:
+    spec = ServerSpec.stdio("loud", loud_command(tmp_path), mode="legacy")
+
+    async def scenario() -> None:
+        async with running(Watched([spec], max_message_size=LIMIT)) as watched:
+            loud = await watched.relay.handle_exchange(call("shout", {"size": LIMIT}))
+            assert text_of(loud) == "shouted"
+            quiet = await watched.relay.handle_exchange(call("shout", {"size": 10}))
+            assert text_of(quiet) == "shouted"
+            await watched.wait_for(
+                lambda: any(n.kind is NotificationKind.LOGGING_MESSAGE for n in watched.received)
+            )
+            logs = [n for n in watched.received if n.kind is NotificationKind.LOGGING_MESSAGE]
+            assert [n.params and n.params["data"] for n in logs] == ["x" * 10]
+            (status,) = watched.relay.status()
+            assert status.dropped == 1
+
+    asyncio.run(scenario())
+
+
+def test_an_http_answer_over_the_limit_is_refused_and_counted(tmp_path: Path) -> None:
+    port = free_port()
+    spec = ServerSpec.http("loud", f"http://127.0.0.1:{port}/mcp")
+
+    async def scenario() -> None:
+        async with running(Watched([spec], max_message_size=LIMIT)) as watched:
+            small = await watched.relay.handle_exchange(call("big", {"size": 10}))
+            assert text_of(small) == "y" * 10
+            large = await watched.relay.handle_exchange(call("big", {"size": LIMIT}))
+            assert large == ErrorData(
+                code=ErrorCode.INTERNAL_ERROR, message="the answer is too large"
+            )
+            (status,) = watched.relay.status()
+            assert status.dropped == 1 and status.connected
+
+    with server_process(loud_command(tmp_path, str(port)), port):
+        asyncio.run(scenario())

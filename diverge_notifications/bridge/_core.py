@@ -192,8 +192,10 @@ class Bridge:
         #: Listings the relay keeps (``"tools"``, ``"resources"``, ``"templates"``),
         #: cleared when the server says they changed and on each connection.
         self.listed: dict[str, Any] = {}
-        #: Messages dropped for their size, over all connections.
-        self.dropped = 0
+        # Messages dropped for their size by the connections that ended, and
+        # the one that is up.
+        self._dropped = 0
+        self._link: Link | None = None
         # Connected, and not forwarded to until it was asked for everything.
         self._connecting: Client | None = None
         # Auto mode learned that the server does not serve subscriptions/listen.
@@ -205,6 +207,11 @@ class Bridge:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def dropped(self) -> int:
+        """Messages not relayed because they were larger than the limit, over all connections."""
+        return self._dropped + (self._link.dropped if self._link is not None else 0)
 
     # -- the loop -------------------------------------------------------------
 
@@ -264,14 +271,15 @@ class Bridge:
     async def _connect_once(self) -> str:
         """One connection (two when auto mode falls back); why it ended."""
         while True:
-            link = Link()
+            link = self._link = Link()
             try:
                 fall_back = await self._session(link)
             except Exception as error:
                 link.mark_lost(describe(error))
                 fall_back = False
             finally:
-                self.dropped += link.dropped
+                self._dropped += link.dropped
+                self._link = None
             reason = link.reason or "the MCP session ended"
             if not fall_back:
                 return reason
