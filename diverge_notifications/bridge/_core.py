@@ -305,13 +305,13 @@ class Bridge:
             version = client.protocol_version
             logger.info("connected to MCP server %r: %s (%s)", self.name, server, version)
             self.listed.clear()
-            self._connecting = client
             self._emit(McpConnected(protocol_version=version, server=server))
             if self.spec.mode == "listen" and version not in MODERN_PROTOCOL_VERSIONS:
                 link.mark_lost(
                     f"the MCP server speaks {version}, and mode 'listen' needs 2026-07-28"
                 )
                 return False
+            self._connecting = client
             try:
                 return await self._hear(client, link, resources_changed)
             finally:
