@@ -22,11 +22,9 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,26 +34,36 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
-import uvicorn
+
+from test_relay_support import (
+    FAST,
+    HANG,
+    TEE,
+    example_command,
+    free_port,
+    http_example,
+    is_notification,
+    server_env,
+)
 
 from diverge_notifications.adapters.asyncio import listen, serve
 from diverge_notifications.bridge import (
+    DEFAULT_MAX_LINE_SIZE,
     BridgeExhausted,
     McpConnected,
     McpDisconnected,
     McpSubscribed,
+    ServerSpec,
     run_bridge,
 )
-from diverge_notifications.bridge._core import _Bridge
+from diverge_notifications.bridge._core import Bridge, BridgeSettings
+from diverge_notifications.bridge._subscribe import Flag
 from diverge_notifications.examples.mcp_server import (
     CLOCK_URI,
     LEVELS,
     TICK_METHOD,
-    Example,
-    build_server,
 )
 from diverge_notifications.sansio import (
-    Backoff,
     Event,
     Hub,
     Notification,
@@ -68,6 +76,7 @@ from diverge_notifications.sansio import (
     StreamOpened,
 )
 from diverge_notifications.sansio.events import AttemptsExhausted, NotServed
+from diverge_notifications.sansio.framing import DEFAULT_MAX_FRAME_SIZE
 from diverge_notifications.sansio.lines import PlainLineSplitter as LineSplitter
 
 pytestmark = pytest.mark.filterwarnings(
@@ -75,58 +84,15 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore::mcp.shared.exceptions.MCPDeprecationWarning"
 )
 
-ROOT: Final = Path(__file__).resolve().parent.parent
-#: Deadline of every wait: it only guards against a hang.
-HANG: Final = 30.0
 #: Seconds before each burst of the example server.
 INTERVAL: Final = "0.1"
 #: Notifications per burst: 2 progress, 4 log messages, a tools list change,
 #: a resource update and the custom tick.
 PER_BURST: Final = 9
-#: A short backoff, so that reconnecting takes a moment.
-FAST: Final = Backoff(base=0.05, factor=2.0, cap=0.2)
-
-#: Runs a command with its standard output copied, line by line, to a file;
-#: writes the command's pid to a second file. Standard input and error pass
-#: straight through.
-TEE: Final = textwrap.dedent(
-    """
-    import os, subprocess, sys
-
-    capture, pid_file, *command = sys.argv[1:]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE)
-    with open(pid_file + ".tmp", "w") as out:
-        out.write(str(child.pid))
-    os.replace(pid_file + ".tmp", pid_file)
-    assert child.stdout is not None
-    with open(capture, "ab") as wire:
-        for line in child.stdout:
-            sys.stdout.buffer.write(line)
-            sys.stdout.buffer.flush()
-            wire.write(line)
-            wire.flush()
-    sys.exit(child.wait())
-    """
-)
 
 
 def fast_policy(**options: Any) -> ProxyPolicy:
     return ProxyPolicy(require_exchange=False, backoff=FAST, **options)
-
-
-def server_env() -> dict[str, str]:
-    """What a server started by the bridge needs to import this package from a checkout."""
-    paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
-    return {"PYTHONPATH": os.pathsep.join(path for path in paths if path)}
-
-
-def example_command(*options: str) -> list[str]:
-    return [sys.executable, "-m", "diverge_notifications.examples.mcp_server", *options]
-
-
-def is_notification(raw: bytes) -> bool:
-    value = json.loads(raw)
-    return isinstance(value, dict) and "method" in value and "id" not in value
 
 
 def ordered(raw: bytes) -> Any:
@@ -327,82 +293,6 @@ def test_stdio_server_killed_and_restarted(tmp_path: Path, mode: str, revision: 
 
 # --- Streamable HTTP -----------------------------------------------------------
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class WireRecorder:
-    """ASGI wrapper keeping the data of every server-sent event the app writes, in order."""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.events: list[bytes] = []
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        buffer = bytearray()
-        streaming = False
-
-        async def recording_send(message: Message) -> None:
-            nonlocal streaming
-            if message["type"] == "http.response.start":
-                headers = dict(message.get("headers", []))
-                streaming = headers.get(b"content-type", b"").startswith(b"text/event-stream")
-            elif message["type"] == "http.response.body" and streaming:
-                buffer.extend(message.get("body", b""))
-                self._take_events(buffer)
-            await send(message)
-
-        await self.app(scope, receive, recording_send)
-
-    def _take_events(self, buffer: bytearray) -> None:
-        text = buffer.replace(b"\r\n", b"\n")
-        *complete, rest = text.split(b"\n\n")
-        buffer[:] = rest
-        for event in complete:
-            data = [
-                line[5:].removeprefix(b" ")
-                for line in event.split(b"\n")
-                if line.startswith(b"data:")
-            ]
-            if data:
-                self.events.append(b"\n".join(data))
-
-    def notifications(self) -> list[bytes]:
-        return [raw for raw in self.events if raw and is_notification(raw)]
-
-
-@contextlib.asynccontextmanager
-async def http_example(
-    *, port: int = 0, **keywords: Any
-) -> AsyncIterator[tuple[str, WireRecorder, Example]]:
-    """The example server over Streamable HTTP, in this event loop, behind a recorder."""
-    example = build_server(**keywords)
-    recorder = WireRecorder(example.server.streamable_http_app())
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    config = uvicorn.Config(
-        recorder, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            assert not task.done(), "the MCP server did not start"
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", recorder, example
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, HANG)
-        sock.close()
-
 
 @pytest.mark.parametrize(("mode", "revision"), REVISIONS)
 def test_http_relay_is_the_wire(mode: str, revision: str) -> None:
@@ -463,13 +353,6 @@ def test_a_new_resource_is_subscribed_to(mode: str, revision: str) -> None:
             assert [e.protocol_version for e in connected] == [revision]
 
     asyncio.run(scenario())
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
@@ -561,27 +444,6 @@ def test_bad_arguments_fail_before_connecting(options: dict[str, Any], error: ty
 def test_only_notifications_are_published() -> None:
     hub = Hub()
     subscriber = hub.subscribe()
-    bridge = _Bridge(
-        hub,
-        stdio_command=None,
-        url="http://127.0.0.1:1/mcp",
-        log_level="debug",
-        policy=None,
-        random=None,
-        mode="auto",
-        env=None,
-        cwd=None,
-        headers=None,
-        request_timeout=1.0,
-        ping_interval=1.0,
-        max_line_size=1024,
-        on_event=None,
-    )
-
-    class Flag:
-        def set(self) -> None:
-            pass
-
     raws = [
         b'{"jsonrpc":"2.0","id":1,"result":{}}',
         b'{"jsonrpc":"2.0","id":"r","method":"roots/list"}',
@@ -591,8 +453,19 @@ def test_only_notifications_are_published() -> None:
         b'{"z":1,"method":"vendor/x","jsonrpc":"2.0","params":{"b":[1.50,2],"a":{}}}',
         b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}',
     ]
-    for raw in raws:
-        bridge._relay(raw, Flag())  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        bridge = Bridge(
+            hub,
+            ServerSpec.http("x", "http://127.0.0.1:1/mcp"),
+            settings=BridgeSettings(),
+            policy=fast_policy(),
+            random=lambda: 0.5,
+        )
+        for raw in raws:
+            bridge._relay(raw, Flag())
+
+    asyncio.run(scenario())
     assert [n.to_bytes() for n in subscriber.take()] == raws[-2:]
 
 
@@ -627,6 +500,16 @@ def test_a_line_over_the_limit_is_dropped_whole() -> None:
     expected = ([b"ok", b"after"], 1)
     assert split_all([stream], max_size=10) == expected
     assert split_all([stream[i : i + 1] for i in range(len(stream))], max_size=10) == expected
+
+
+def test_a_line_of_16_mib_is_one_byte_too_long() -> None:
+    """A frame is a tag byte plus the JSON, and at most DEFAULT_MAX_FRAME_SIZE bytes."""
+    fits = b"x" * (DEFAULT_MAX_FRAME_SIZE - 1)
+    splitter = LineSplitter()
+    stream = fits + b"\n" + b"y" * DEFAULT_MAX_FRAME_SIZE + b"\nok\n"
+    assert splitter.feed(stream) == [fits, b"ok"]
+    assert splitter.dropped == 1
+    assert DEFAULT_MAX_LINE_SIZE == DEFAULT_MAX_FRAME_SIZE - 1
 
 
 # --- the core install does not need mcp ------------------------------------------

@@ -1,8 +1,13 @@
-"""Relay a real MCP server's notifications into a :class:`~diverge_notifications.sansio.Hub`.
+"""Relay the caller's MCP servers into a :class:`~diverge_notifications.sansio.Hub`.
 
-:func:`run_bridge` connects to an MCP server (a command over stdio, or a
-Streamable HTTP URL) as an MCP client, with the official MCP Python SDK, and
-publishes every notification the server sends into the hub, unchanged. See
+:class:`McpRelay` connects to several MCP servers (commands over stdio, or
+Streamable HTTP URLs) as an MCP client, with the official MCP Python SDK,
+publishes every notification they send into one hub, unchanged, and answers
+the exchanges of kinds 0-3 by forwarding them (its
+:meth:`~McpRelay.handle_exchange` is a serving adapter's
+``exchange_handler``). :func:`server_specs` builds the servers from the
+command line's options and :func:`parse_mcp_config` from the ``mcpServers``
+JSON MCP clients use; :func:`run_bridge` relays one server by itself. See
 ``docs/relay.md``.
 
 This module needs the ``mcp`` extra (``pip install
@@ -21,6 +26,45 @@ except ImportError as error:
         name="mcp",
     ) from error
 
-from ._core import BridgeExhausted, McpConnected, McpDisconnected, McpSubscribed, run_bridge
+from ..sansio.lines import DEFAULT_MAX_LINE_SIZE
+from ._config import (
+    MODES,
+    ConfigError,
+    ServerSpec,
+    load_mcp_config,
+    parse_env_pair,
+    parse_header_line,
+    parse_mcp_config,
+    server_specs,
+)
+from ._core import (
+    DEFAULT_PING_INTERVAL,
+    BridgeExhausted,
+    McpConnected,
+    McpDisconnected,
+    McpSubscribed,
+    run_bridge,
+)
+from ._relay import DEFAULT_EXCHANGE_TIMEOUT, McpRelay, RelayExhausted, ServerStatus
 
-__all__ = ["BridgeExhausted", "McpConnected", "McpDisconnected", "McpSubscribed", "run_bridge"]
+__all__ = [
+    "DEFAULT_EXCHANGE_TIMEOUT",
+    "DEFAULT_MAX_LINE_SIZE",
+    "DEFAULT_PING_INTERVAL",
+    "MODES",
+    "BridgeExhausted",
+    "ConfigError",
+    "McpConnected",
+    "McpDisconnected",
+    "McpRelay",
+    "McpSubscribed",
+    "RelayExhausted",
+    "ServerSpec",
+    "ServerStatus",
+    "load_mcp_config",
+    "parse_env_pair",
+    "parse_header_line",
+    "parse_mcp_config",
+    "run_bridge",
+    "server_specs",
+]

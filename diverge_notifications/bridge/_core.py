@@ -1,14 +1,20 @@
-"""The bridge: one MCP server's notifications, relayed into a hub unchanged."""
+"""The bridge: one MCP server's notifications, relayed into a hub unchanged.
+
+A :class:`Bridge` keeps one MCP server connected (connecting again with the
+proxy's backoff when it goes away), asks it for everything there is to hear,
+publishes each notification it sends into the hub as the bytes it wrote,
+and forwards the requests :class:`~._relay.McpRelay` hands it.
+:func:`run_bridge` runs one bridge by itself.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import random as random_module
-import shlex
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import anyio
 import attrs
@@ -16,34 +22,46 @@ import mcp_types as types
 from mcp import Client
 from mcp.client import Transport
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .. import __version__
 from ..sansio._errors import FrameError
 from ..sansio.events import AttemptsExhausted, Event
 from ..sansio.hub import Hub
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE
-from ..sansio.mcp import LogLevel, Notification
+from ..sansio.mcp import ErrorCode, ErrorData, LogLevel, Notification
 from ..sansio.policy import ProxyPolicy
+from ._config import ServerSpec
 from ._http import http_transport
-from ._link import Link
+from ._link import Link, describe
 from ._stdio import stdio_transport
+from ._subscribe import Flag, listen, subscribe
 
 __all__ = [
+    "DEFAULT_PING_INTERVAL",
+    "Bridge",
     "BridgeExhausted",
+    "BridgeSettings",
     "McpConnected",
     "McpDisconnected",
     "McpSubscribed",
+    "check_command",
     "run_bridge",
 ]
 
 logger = logging.getLogger("diverge_notifications.bridge")
 
-#: Pages of ``resources/list`` read at most when looking for what to subscribe to.
-_MAX_RESOURCE_PAGES: Final = 100
+#: Seconds within which a server that stopped answering is noticed.
+DEFAULT_PING_INTERVAL: Final = 15.0
 _CLIENT_INFO: Final = types.Implementation(name="diverge-notifications", version=__version__)
-_LIST_CHANGED: Final = "notifications/resources/list_changed"
 _ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
+#: Which cached listing each list change makes stale.
+_STALE: Final[Mapping[str, tuple[str, ...]]] = {
+    "notifications/tools/list_changed": ("tools",),
+    "notifications/resources/list_changed": ("resources", "templates"),
+}
+_DEAD: Final = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
 
 
 @attrs.frozen(kw_only=True)
@@ -86,155 +104,115 @@ class BridgeExhausted(ConnectionError):
         self.reason = reason
 
 
-async def run_bridge(
-    hub: Hub,
-    *,
-    stdio_command: str | Sequence[str] | None = None,
-    url: str | None = None,
-    log_level: str | LogLevel = "debug",
-    policy: ProxyPolicy | None = None,
-    random: Callable[[], float] | None = None,
-    mode: str = "auto",
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    request_timeout: float = 30.0,
-    ping_interval: float = 15.0,
-    max_line_size: int = DEFAULT_MAX_LINE_SIZE,
-    on_event: Callable[[Event], None] | None = None,
-) -> None:
-    """Relay every notification an MCP server sends into ``hub``, until cancelled.
-
-    The server is a command speaking MCP on its standard input and output
-    (``stdio_command``: a shell-style string or an argument list), or a
-    Streamable HTTP endpoint (``url``); give exactly one. The bridge
-    connects as an MCP client with the official SDK and publishes each
-    notification the server sends, custom ones included, as the JSON object
-    the server wrote: every member, ``_meta`` included, in the order written,
-    notifications in the order they arrived.
-
-    It asks for what there is to hear. On MCP 2026-07-28 it opens one
-    ``subscriptions/listen`` stream for the list changes the server offers
-    and every resource it lists, with ``log_level`` as the stream's log
-    opt-in; on earlier revisions it sends ``logging/setLevel`` and
-    ``resources/subscribe`` for every listed resource, and the server's own
-    stream carries the rest. ``mode`` picks the revision as the SDK's
-    ``Client`` does: ``"auto"`` (ask the server), ``"legacy"`` (the
-    ``initialize`` handshake: 2025-11-25 and older) or ``"2026-07-28"``.
-
-    When the server goes away (its process exits, its output ends, the
-    listen stream or the GET stream breaks, a ping goes unanswered), the
-    bridge connects again after ``policy``'s backoff with jitter (default
-    ``ProxyPolicy(require_exchange=False)``, the proxy's own policy) and
-    asks again; nothing is replayed. ``random`` draws the jitter (default
-    :func:`random.random`). With ``max_attempts`` set on the policy, that
-    many unhealthy connections in a row raise :class:`BridgeExhausted`.
-
-    ``env`` is added to the SDK's safe default environment of a stdio server
-    and ``cwd`` is its working directory; ``headers`` go with every HTTP
-    request. ``request_timeout`` bounds each request the bridge sends;
-    ``ping_interval`` is how often a handshake-era HTTP server that keeps no
-    GET stream is pinged. ``on_event`` gets :class:`McpConnected`,
-    :class:`McpSubscribed`, :class:`McpDisconnected` and the policy's
-    ``RetryScheduled`` / ``AttemptsExhausted``.
-
-    Raises :class:`ValueError` for bad arguments and :class:`FileNotFoundError`
-    when the command is not found, before connecting.
-    """
-    bridge = _Bridge(
-        hub,
-        stdio_command=stdio_command,
-        url=url,
-        log_level=log_level,
-        policy=policy,
-        random=random,
-        mode=mode,
-        env=env,
-        cwd=cwd,
-        headers=headers,
-        request_timeout=request_timeout,
-        ping_interval=ping_interval,
-        max_line_size=max_line_size,
-        on_event=on_event,
-    )
-    await bridge.run()
+def _positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
 
 
-def _command(command: str | Sequence[str]) -> list[str]:
-    argv = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
-    if not argv:
-        raise ValueError("stdio_command is empty")
-    program = argv[0]
+def _level(value: str | LogLevel) -> LogLevel:
+    level = value if isinstance(value, LogLevel) else LogLevel.from_wire(value)
+    if level is None:
+        raise ValueError(f"not a log level: {value!r} (debug, info, ... emergency)")
+    return level
+
+
+@attrs.frozen(kw_only=True)
+class BridgeSettings:
+    """What every bridge of a relay shares; see :class:`~._relay.McpRelay`."""
+
+    log_level: LogLevel = attrs.field(default=LogLevel.DEBUG, converter=_level)
+    request_timeout: float = attrs.field(default=30.0, validator=_positive)
+    ping_interval: float = attrs.field(default=DEFAULT_PING_INTERVAL, validator=_positive)
+    max_message_size: int = attrs.field(default=DEFAULT_MAX_LINE_SIZE, validator=_positive)
+
+
+class _AnyResult(BaseModel):
+    """A result as the server sent it: every member kept, none interpreted."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def check_command(spec: ServerSpec) -> None:
+    """Raise :class:`FileNotFoundError` unless ``spec``'s program can be started."""
+    if not spec.command:
+        return
+    program = spec.command[0]
     if os.sep in program or (os.altsep is not None and os.altsep in program):
         if not os.access(program, os.X_OK):
-            raise FileNotFoundError(f"MCP server command not found or not executable: {program}")
+            raise FileNotFoundError(
+                f"MCP server {spec.name!r}: command not found or not executable: {program}"
+            )
     elif shutil.which(program) is None:
-        raise FileNotFoundError(f"MCP server command not found: {program}")
-    return argv
+        raise FileNotFoundError(f"MCP server {spec.name!r}: command not found: {program}")
 
 
-def _describe(error: BaseException) -> str:
-    """One line for what ended a connection, looking inside exception groups."""
-    # Duck-typed: Python 3.10 has no built-in BaseExceptionGroup to test against.
-    while True:
-        inner = getattr(error, "exceptions", None)
-        if not isinstance(inner, tuple) or not inner or not isinstance(inner[0], BaseException):
-            break
-        error = inner[0]
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+def _error_data(error: types.ErrorData) -> ErrorData:
+    try:
+        return ErrorData(code=error.code, message=error.message, data=error.data)
+    except (TypeError, ValueError) as problem:
+        return ErrorData(code=ErrorCode.INTERNAL_ERROR, message=f"{error.message} ({problem})")
 
 
-class _Bridge:
-    """The state of one :func:`run_bridge` call."""
+class Bridge:
+    """One MCP server, kept connected and relayed into ``hub``.
+
+    :meth:`run` connects, asks for everything there is to hear and relays
+    until cancelled, connecting again after ``policy``'s backoff whenever
+    the server goes away; with ``max_attempts`` on the policy it raises
+    :class:`BridgeExhausted` in the end. While connected, :meth:`request`
+    forwards one request to the server. Create it inside the event loop.
+    """
 
     def __init__(
         self,
         hub: Hub,
+        spec: ServerSpec,
         *,
-        stdio_command: str | Sequence[str] | None,
-        url: str | None,
-        log_level: str | LogLevel,
-        policy: ProxyPolicy | None,
-        random: Callable[[], float] | None,
-        mode: str,
-        env: Mapping[str, str] | None,
-        cwd: str | None,
-        headers: Mapping[str, str] | None,
-        request_timeout: float,
-        ping_interval: float,
-        max_line_size: int,
-        on_event: Callable[[Event], None] | None,
+        settings: BridgeSettings,
+        policy: ProxyPolicy,
+        random: Callable[[], float],
+        on_event: Callable[[Event], None] | None = None,
     ) -> None:
-        if (stdio_command is None) == (url is None):
-            raise ValueError("give exactly one of stdio_command and url")
-        level = log_level if isinstance(log_level, LogLevel) else LogLevel.from_wire(log_level)
-        if level is None:
-            raise ValueError(f"not a log level: {log_level!r} (debug, info, ... emergency)")
-        if mode not in ("auto", "legacy") and mode not in MODERN_PROTOCOL_VERSIONS:
-            known = ", ".join(repr(m) for m in ("auto", "legacy", *MODERN_PROTOCOL_VERSIONS))
-            hint = " (use 'legacy' for it)" if mode in HANDSHAKE_PROTOCOL_VERSIONS else ""
-            raise ValueError(f"mode must be one of {known}, not {mode!r}{hint}")
-        if not request_timeout > 0 or not ping_interval > 0:
-            raise ValueError("request_timeout and ping_interval must be positive")
-        self._hub = hub
-        self._argv = _command(stdio_command) if stdio_command is not None else None
-        self._url = url
-        # LogLevel's wire names are exactly the SDK's LoggingLevel literals.
-        self._level = cast(types.LoggingLevel, level.wire)
-        self._policy = policy if policy is not None else ProxyPolicy(require_exchange=False)
-        self._random = random if random is not None else random_module.random
-        self._mode = mode
-        self._env = env
-        self._cwd = cwd
-        self._headers = headers
-        self._request_timeout = request_timeout
-        self._ping_interval = ping_interval
-        self._max_line_size = max_line_size
+        self.hub = hub
+        self.spec = spec
+        self._settings = settings
+        self._policy = policy
+        self._random = random
         self._on_event = on_event
+        # LogLevel's wire names are exactly the SDK's LoggingLevel literals.
+        self._level = cast(types.LoggingLevel, settings.log_level.wire)
+        #: The connected client, or ``None`` between connections.
+        self.client: Client | None = None
+        #: Why the server is not connected (``None`` before the first attempt ends).
+        self.reason: str | None = None
+        #: Set while the server is connected or the bridge waits to connect
+        #: again; clear while a connection is being made.
+        self.settled = Flag()
+        #: True once the policy gave up on this server.
+        self.gone = False
+        #: Listings the relay keeps (``"tools"``, ``"resources"``, ``"templates"``),
+        #: cleared when the server says they changed and on each connection.
+        self.listed: dict[str, Any] = {}
+        # Messages dropped for their size by the connections that ended, and
+        # the one that is up.
+        self._dropped = 0
+        self._link: Link | None = None
+        # Connected, and not forwarded to until it was asked for everything.
+        self._connecting: Client | None = None
+        # Auto mode learned that the server does not serve subscriptions/listen.
+        self._fallen_back = False
         self._started = 0.0
         self._last_now = 0.0
         self._path_open = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dropped(self) -> int:
+        """Messages not relayed because they were larger than the limit, over all connections."""
+        return self._dropped + (self._link.dropped if self._link is not None else 0)
 
     # -- the loop -------------------------------------------------------------
 
@@ -248,74 +226,143 @@ class _Bridge:
             self._on_event(event)
 
     async def run(self) -> None:
+        """Relay until cancelled; :class:`BridgeExhausted` when the policy gives up."""
         self._started = anyio.current_time()
         policy = self._policy
         # Asking is gated on a first exchange for a proxy; the bridge has
         # nothing to exchange first, so that gate is opened at once.
         policy.exchange_completed()
-        while True:
-            ask_at = policy.ask_at()
-            if ask_at is None:
-                raise BridgeExhausted(policy.failures, "the policy allows no more connections")
-            delay = ask_at - self._now()
-            if delay > 0:
-                await anyio.sleep(delay)
-            # Never before ask_at, even if the sleep woke a hair early.
-            self._last_now = max(self._now(), ask_at)
-            policy.ask_started(self._last_now)
-            reason = await self._connect_once()
+        try:
+            while True:
+                ask_at = policy.ask_at()
+                if ask_at is None:
+                    raise BridgeExhausted(policy.failures, "the policy allows no more connections")
+                delay = ask_at - self._now()
+                if delay > 0:
+                    await anyio.sleep(delay)
+                # Never before ask_at, even if the sleep woke a hair early.
+                self._last_now = max(self._now(), ask_at)
+                policy.ask_started(self._last_now)
+                self.settled.clear()
+                reason = await self._connect_once()
+                self._disconnected(reason)
+                outcome = policy.ask_ended(self._now(), self._random())
+                self._emit(outcome)
+                if isinstance(outcome, AttemptsExhausted):
+                    raise BridgeExhausted(outcome.attempts, reason)
+                logger.info("connecting to MCP server %r again in %.2f s", self.name, outcome.delay)
+        except BridgeExhausted:
+            self.gone = True
+            raise
+        finally:
+            self.client = None
+            self.settled.set()
+
+    def _disconnected(self, reason: str, *, again: bool = False) -> None:
+        """The connection ended; ``again`` when the next one is made at once."""
+        self.client = None
+        self.listed.clear()
+        self.reason = reason
+        if not again:
             self._path_open = False
-            logger.info("MCP server connection ended: %s", reason)
-            self._emit(McpDisconnected(reason=reason))
-            outcome = policy.ask_ended(self._now(), self._random())
-            self._emit(outcome)
-            if isinstance(outcome, AttemptsExhausted):
-                raise BridgeExhausted(outcome.attempts, reason)
-            logger.info("connecting to the MCP server again in %.2f s", outcome.delay)
+            self.settled.set()
+        logger.info("MCP server %r: connection ended: %s", self.name, reason)
+        self._emit(McpDisconnected(reason=reason))
 
     async def _connect_once(self) -> str:
-        link = Link()
-        resources_changed = _Flag()
+        """One connection (two when auto mode falls back); why it ended."""
+        while True:
+            link = self._link = Link()
+            try:
+                fall_back = await self._session(link)
+            except Exception as error:
+                link.mark_lost(describe(error))
+                fall_back = False
+            finally:
+                self._dropped += link.dropped
+                self._link = None
+            reason = link.reason or "the MCP session ended"
+            if not fall_back:
+                return reason
+            self._fallen_back = True
+            self._disconnected(
+                "the MCP server does not serve subscriptions/listen: "
+                "connecting again with the initialize handshake",
+                again=True,
+            )
+
+    async def _session(self, link: Link) -> bool:
+        """Connect, listen, relay; True when auto mode must fall back to the handshake."""
+        resources_changed = Flag()
 
         def relay(raw: bytes) -> None:
             self._relay(raw, resources_changed)
 
-        try:
-            async with self._client(link, relay) as client:
+        async with self._client(link, relay) as client:
+            if not self._path_open:
                 self._policy.path_opened(self._now())
                 self._path_open = True
-                server = client.server_info.name if client.server_info is not None else None
-                logger.info("connected to MCP server %s (%s)", server, client.protocol_version)
-                self._emit(McpConnected(protocol_version=client.protocol_version, server=server))
-                await self._hear(client, link, resources_changed)
-        except Exception as error:
-            link.mark_lost(_describe(error))
-        return link.reason or "the MCP session ended"
+            server = client.server_info.name if client.server_info is not None else None
+            version = client.protocol_version
+            logger.info("connected to MCP server %r: %s (%s)", self.name, server, version)
+            self.listed.clear()
+            self._emit(McpConnected(protocol_version=version, server=server))
+            if self.spec.mode == "listen" and version not in MODERN_PROTOCOL_VERSIONS:
+                link.mark_lost(
+                    f"the MCP server speaks {version}, and mode 'listen' needs 2026-07-28"
+                )
+                return False
+            self._connecting = client
+            try:
+                return await self._hear(client, link, resources_changed)
+            finally:
+                self.client = None
+                self._connecting = None
 
-    def _client(self, link: Link, relay: Callable[[bytes], None]) -> Client:
-        transport: Transport
-        if self._argv is not None:
-            transport = stdio_transport(
-                self._argv,
+    def _ready(self, client: Client) -> None:
+        """Forward to ``client`` from now on: the server was asked for everything.
+
+        Not at once on connecting: auto mode may still find that it must
+        connect again with the handshake, and what was forwarded meanwhile
+        would fail for nothing.
+        """
+        if self.client is None:
+            self.client = client
+            self.reason = None
+            self.settled.set()
+
+    def _transport(self, link: Link, relay: Callable[[bytes], None]) -> Transport:
+        spec = self.spec
+        if spec.command:
+            return stdio_transport(
+                spec.command,
                 relay=relay,
                 link=link,
-                env=self._env,
-                cwd=self._cwd,
-                max_line_size=self._max_line_size,
+                env=spec.env,
+                cwd=spec.cwd,
+                max_line_size=self._settings.max_message_size,
             )
-        else:
-            assert self._url is not None
-            transport = http_transport(self._url, relay=relay, link=link, headers=self._headers)
+        assert spec.url is not None
+        return http_transport(
+            spec.url,
+            relay=relay,
+            link=link,
+            headers=spec.headers,
+            max_message_size=self._settings.max_message_size,
+        )
+
+    def _client(self, link: Link, relay: Callable[[bytes], None]) -> Client:
+        mode = "legacy" if self.spec.mode == "legacy" or self._fallen_back else "auto"
         return Client(
-            transport,
-            mode=self._mode,
+            self._transport(link, relay),
+            mode=mode,
             log_level=self._level,
-            read_timeout_seconds=self._request_timeout,
+            read_timeout_seconds=self._settings.request_timeout,
             client_info=_CLIENT_INFO,
             cache=None,
         )
 
-    def _relay(self, raw: bytes, resources_changed: _Flag) -> None:
+    def _relay(self, raw: bytes, resources_changed: Flag) -> None:
         """One raw JSON-RPC message from the server: publish it if it is a notification."""
         try:
             notification = Notification.from_bytes(raw)
@@ -324,7 +371,7 @@ class _Bridge:
         if "id" in notification.members:
             return  # a request from the server, not a notification
         try:
-            self._hub.publish(notification)
+            self.hub.publish(notification)
         except Exception:
             # A subscriber's wake-up callback failed; the relay goes on.
             logger.exception("publishing a notification into the hub failed")
@@ -332,12 +379,16 @@ class _Bridge:
         # about the server staying up, so it does not make a connection healthy.
         if self._path_open and notification.method != _ACKNOWLEDGED:
             self._policy.notification_received()
-        if notification.method == _LIST_CHANGED:
+        for stale in _STALE.get(notification.method, ()):
+            self.listed.pop(stale, None)
+        if notification.method == "notifications/resources/list_changed":
             resources_changed.set()
 
     # -- one connection -------------------------------------------------------
 
-    async def _hear(self, client: Client, link: Link, resources_changed: _Flag) -> None:
+    async def _hear(self, client: Client, link: Link, resources_changed: Flag) -> bool:
+        """Ask for everything and keep the server checked until the link is lost."""
+        fall_back = False
         async with anyio.create_task_group() as tasks:
 
             async def watch() -> None:
@@ -345,175 +396,165 @@ class _Bridge:
                 tasks.cancel_scope.cancel()
 
             tasks.start_soon(watch)
+            tasks.start_soon(self._keep_checking, client, link)
             if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                await self._listen(client, link, resources_changed)
+                served = await listen(
+                    client,
+                    link,
+                    resources_changed,
+                    name=self.name,
+                    level=self._level,
+                    resources=self.spec.resources,
+                    on_subscribed=self._subscribed,
+                )
+                if not served and self.spec.mode == "auto":
+                    fall_back = True
+                    tasks.cancel_scope.cancel()
+                elif not served:
+                    self._ready(client)  # kept connected in mode "listen" all the same
             else:
-                await self._subscribe(client, link, resources_changed)
-            tasks.cancel_scope.cancel()
-
-    async def _resources(self, client: Client) -> list[str]:
-        """Every resource URI the server lists (first ``_MAX_RESOURCE_PAGES`` pages)."""
-        uris: dict[str, None] = {}
-        cursor: str | None = None
-        for _ in range(_MAX_RESOURCE_PAGES):
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            try:
-                result = await client.session.list_resources(params=params)
-            except MCPError as error:
-                logger.warning("the MCP server refused resources/list: %s", error)
-                break
-            uris.update((resource.uri, None) for resource in result.resources)
-            cursor = result.next_cursor
-            if not cursor:
-                break
-        return list(uris)
-
-    async def _listen(self, client: Client, link: Link, resources_changed: _Flag) -> None:
-        """MCP 2026-07-28: a ``subscriptions/listen`` stream, opened anew when resources change."""
-        capabilities = client.server_capabilities
-        if self._mode in MODERN_PROTOCOL_VERSIONS:
-            # A pinned revision skips the discovery, so the capabilities are unknown: ask.
-            raw = await client.session.send_discover(self._mode)
-            capabilities = types.DiscoverResult.model_validate(raw).capabilities
-        resources = capabilities.resources
-        subscribable = resources is not None and bool(resources.subscribe)
-        while True:
-            resources_changed.clear()
-            uris = await self._resources(client) if subscribable else []
-            try:
-                async with client.listen(
-                    tools_list_changed=bool(capabilities.tools and capabilities.tools.list_changed),
-                    prompts_list_changed=bool(
-                        capabilities.prompts and capabilities.prompts.list_changed
-                    ),
-                    resources_list_changed=bool(resources and resources.list_changed),
-                    resource_subscriptions=uris,
-                ) as subscription:
-                    self._emit(
-                        McpSubscribed(
-                            how="subscriptions/listen", log_level=self._level, resources=tuple(uris)
-                        )
-                    )
-                    async with anyio.create_task_group() as tasks:
-
-                        async def drain() -> None:
-                            # What the stream carries was relayed off the wire already.
-                            async for _event in subscription:
-                                pass
-                            link.mark_lost("the MCP server closed the subscriptions/listen stream")
-
-                        tasks.start_soon(drain)
-                        if subscribable:
-                            await resources_changed.wait()
-                            # A stream's filter is fixed: open one for the new list.
-                            tasks.cancel_scope.cancel()
-            except MCPError as error:
-                if error.code != types.METHOD_NOT_FOUND:
-                    raise
-                logger.warning(
-                    "the MCP server does not serve subscriptions/listen: "
-                    "relaying only what it sends on its own"
+                await subscribe(
+                    client,
+                    resources_changed,
+                    name=self.name,
+                    level=self._level,
+                    resources=self.spec.resources,
+                    on_subscribed=self._subscribed,
                 )
-                await anyio.sleep_forever()
-            if link.lost.is_set():
-                return
-
-    async def _subscribe(self, client: Client, link: Link, resources_changed: _Flag) -> None:
-        """Before 2026-07-28: ``logging/setLevel``, ``resources/subscribe``, the server's stream."""
-        capabilities = client.server_capabilities
-        session = client.session
-        level: str | None = None
-        if capabilities.logging is not None:
-            try:
-                await session.send_request(
-                    types.SetLevelRequest(params=types.SetLevelRequestParams(level=self._level)),
-                    types.EmptyResult,
-                )
-                level = self._level
-            except MCPError as error:
-                logger.warning("the MCP server refused logging/setLevel: %s", error)
-        resources = capabilities.resources
-        subscribable = resources is not None and bool(resources.subscribe)
-        subscribed: dict[str, None] = {}
-
-        def asked() -> McpSubscribed:
-            return McpSubscribed(
-                how="logging/setLevel + resources/subscribe",
-                log_level=level,
-                resources=tuple(subscribed),
-            )
-
-        if subscribable:
-            await self._subscribe_new(client, subscribed)
-        self._emit(asked())
-        async with anyio.create_task_group() as tasks:
-            if self._url is not None:
-                tasks.start_soon(self._check_http, client, link)
-            while subscribable:
-                await resources_changed.wait()
-                resources_changed.clear()
-                if await self._subscribe_new(client, subscribed):
-                    self._emit(asked())
             await anyio.sleep_forever()
+        return fall_back
 
-    async def _subscribe_new(self, client: Client, subscribed: dict[str, None]) -> bool:
-        """Subscribe to the listed resources not subscribed yet; whether there were any."""
-        before = len(subscribed)
-        for uri in await self._resources(client):
-            if uri in subscribed:
-                continue
-            try:
-                await client.session.send_request(
-                    types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)),
-                    types.EmptyResult,
-                )
-            except MCPError as error:
-                logger.warning("the MCP server refused resources/subscribe for %s: %s", uri, error)
-            else:
-                subscribed[uri] = None
-        return len(subscribed) > before
+    def _subscribed(self, how: str, level: str | None, resources: Sequence[str]) -> None:
+        if self._connecting is not None:
+            self._ready(self._connecting)
+        self._emit(McpSubscribed(how=how, log_level=level, resources=tuple(resources)))
 
-    async def _check_http(self, client: Client, link: Link) -> None:
-        """Handshake-era HTTP: notice the server going away.
+    async def _keep_checking(self, client: Client, link: Link) -> None:
+        """Ping every half ``ping_interval``; no answer within the other half is the end.
 
-        A broken GET stream after it had opened means the server went away
-        (a restarted server no longer knows the session). A server that keeps
-        no GET stream is pinged every ``ping_interval`` seconds instead.
+        So a server that stops answering is noticed within ``ping_interval``.
+        Any answer counts, an error too: 2026-07-28 servers need not serve
+        ``ping``, and answering at all is what shows they are there.
         """
-        await link.get_stream_ended.wait()
-        if link.get_stream_opened:
-            link.mark_lost("the MCP server's GET stream ended")
-            return
-        logger.info("the MCP server keeps no GET stream: only responses can carry notifications")
+        half = self._settings.ping_interval / 2
         while True:
+            await anyio.sleep(half)
             try:
-                with anyio.fail_after(self._request_timeout):
+                with anyio.fail_after(half):
                     await client.session.send_request(types.PingRequest(), types.EmptyResult)
-            except (MCPError, TimeoutError) as error:
-                link.mark_lost(f"the MCP server did not answer a ping: {_describe(error)}")
+            except TimeoutError:
+                link.mark_lost(f"the MCP server did not answer a ping within {half:g} s")
                 return
-            await anyio.sleep(self._ping_interval)
+            except MCPError as error:
+                if error.code in _DEAD:
+                    link.mark_lost(f"the MCP server did not answer a ping: {error.error.message}")
+                    return
+            except ValidationError:
+                pass  # an answer all the same
+
+    # -- forwarding -------------------------------------------------------------
+
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None, *, timeout: float | None = None
+    ) -> dict[str, Any] | ErrorData:
+        """Send ``method`` with ``params`` to the server; its result, or its error.
+
+        The params go as given (``_meta`` included: a ``progressToken`` in it
+        reaches the server, and its progress is relayed like every other
+        notification). The result comes back with every member the server
+        wrote; an error from the server comes back as its
+        :class:`ErrorData`. When the server is not connected, or the request
+        fails on the way, the error says so.
+        """
+        client = self.client
+        if client is None:
+            why = self.reason or "not connected yet"
+            return ErrorData(
+                code=ErrorCode.INTERNAL_ERROR,
+                message=f"MCP server {self.name!r} is not connected: {why}",
+            )
+        request = types.Request[dict[str, Any] | None, str](
+            method=method, params=dict(params) if params is not None else None
+        )
+        try:
+            result = await client.session.send_request(
+                request, _AnyResult, request_read_timeout_seconds=timeout
+            )
+        except MCPError as error:
+            return _error_data(error.error)
+        except ValidationError as error:
+            return ErrorData(
+                code=ErrorCode.INTERNAL_ERROR,
+                message=f"MCP server {self.name!r} answered {method} with an invalid result",
+                data={"errors": error.error_count()},
+            )
+        return dict(result.model_extra or {})
 
 
-class _Flag:
-    """A resettable event: set by the relay, waited on and cleared by the session."""
+async def run_bridge(
+    hub: Hub,
+    *,
+    stdio_command: str | Sequence[str] | None = None,
+    url: str | None = None,
+    log_level: str | LogLevel = "debug",
+    policy: ProxyPolicy | None = None,
+    random: Callable[[], float] | None = None,
+    mode: str = "auto",
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    resources: Sequence[str] | None = None,
+    request_timeout: float = 30.0,
+    ping_interval: float = DEFAULT_PING_INTERVAL,
+    max_line_size: int = DEFAULT_MAX_LINE_SIZE,
+    on_event: Callable[[Event], None] | None = None,
+) -> None:
+    """Relay every notification one MCP server sends into ``hub``, until cancelled.
 
-    def __init__(self) -> None:
-        self._event: anyio.Event | None = None
-        self._set = False
+    The server is a command speaking MCP on its standard input and output
+    (``stdio_command``: a shell-style string or an argument list, with
+    ``env`` added to the safe default environment and ``cwd``), or a
+    Streamable HTTP endpoint (``url``, with ``headers``); give exactly one.
+    ``mode`` is ``"auto"``, ``"listen"`` or ``"legacy"`` (a 2026-07-28
+    revision string means ``"listen"``), ``resources`` the URIs to
+    subscribe to (default: every listed resource). See ``docs/relay.md``
+    for what the bridge asks for and how it notices a server going away
+    (a ``ping`` unanswered within ``ping_interval`` seconds, among others).
 
-    def set(self) -> None:
-        self._set = True
-        if self._event is not None:
-            self._event.set()
+    It connects again after ``policy``'s backoff with jitter (default
+    ``ProxyPolicy(require_exchange=False)``); ``random`` draws the jitter.
+    With ``max_attempts`` set on the policy, that many unhealthy connections
+    in a row raise :class:`BridgeExhausted`. ``on_event`` gets
+    :class:`McpConnected`, :class:`McpSubscribed`, :class:`McpDisconnected`
+    and the policy's ``RetryScheduled`` / ``AttemptsExhausted``.
 
-    def clear(self) -> None:
-        self._set = False
-        self._event = None
-
-    async def wait(self) -> None:
-        if self._set:
-            return
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
+    Raises :class:`ValueError` for bad arguments and :class:`FileNotFoundError`
+    when the command is not found, before connecting.
+    """
+    if (stdio_command is None) == (url is None):
+        raise ValueError("give exactly one of stdio_command and url")
+    if mode in MODERN_PROTOCOL_VERSIONS:
+        mode = "listen"
+    if stdio_command is not None:
+        spec = ServerSpec.stdio(
+            "stdio", stdio_command, env=env, cwd=cwd, resources=resources, mode=mode
+        )
+    else:
+        assert url is not None
+        spec = ServerSpec.http("http", url, headers=headers, resources=resources, mode=mode)
+    settings = BridgeSettings(
+        log_level=log_level,
+        request_timeout=request_timeout,
+        ping_interval=ping_interval,
+        max_message_size=max_line_size,
+    )
+    check_command(spec)
+    bridge = Bridge(
+        hub,
+        spec,
+        settings=settings,
+        policy=policy if policy is not None else ProxyPolicy(require_exchange=False),
+        random=random if random is not None else random_module.random,
+        on_event=on_event,
+    )
+    await bridge.run()

@@ -95,7 +95,9 @@ async def stdio_transport(
         try:
             async with read_send:
                 async for chunk in process.stdout:
-                    for line in lines.feed(chunk):
+                    completed = lines.feed(chunk)
+                    link.dropped = lines.dropped
+                    for line in completed:
                         if line.endswith(b"\r"):
                             line = line[:-1]
                         if not line.strip():

@@ -32,6 +32,11 @@ How a burst reaches a client depends on the revision the client chose:
   and above the level the listen request opted in to) and the custom
   notification ride the listen request's own stream.
 
+Its tools: ``echo`` (answers with its ``text``), ``count`` (counts to
+``steps``, 3 by default, sending ``notifications/progress`` for each step
+when the call carries a progress token) and ``ephemeral``, which comes and
+goes with the bursts. Its resource: ``demo://clock``.
+
 The server is built on :class:`mcp.server.mcpserver.MCPServer`; see
 :func:`build_server`.
 """
@@ -51,7 +56,7 @@ try:
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel.server import NotificationOptions, Server
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.resources import TextResource
     from mcp.server.models import InitializationOptions
     from mcp.server.session import ServerSession
@@ -262,6 +267,13 @@ class Example:
         def echo(text: str) -> str:
             """Answer with the text given."""
             return text
+
+        @server.tool()
+        async def count(ctx: Context, steps: int = 3) -> str:
+            """Count to ``steps``, reporting progress at each step (given a progress token)."""
+            for step in range(1, steps + 1):
+                await ctx.report_progress(step, steps, f"step {step} of {steps}")
+            return f"counted to {steps}"
 
         @server.resource(CLOCK_URI, mime_type="application/json")
         def clock() -> str:
