@@ -1,0 +1,294 @@
+"""The Redis broker for threads: redis-py's blocking connections, each owned by one thread.
+
+A supervisor thread connects the publishing connection, starts a reader
+thread that subscribes, publishes what waits in the outbox until either
+connection fails, and makes them again after its own backoff. The reader
+publishes into the hub under ``hub_lock`` (the blocking server's ``lock``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random as random_module
+import threading
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+from redis.backoff import NoBackoff
+from redis.connection import ConnectionPool
+from redis.retry import Retry
+
+from ..sansio.envelope import DEFAULT_LIMITS, DEFAULT_MAX_ORIGINS, EnvelopeLimits
+from ..sansio.hub import Hub
+from ..sansio.policy import DEFAULT_BACKOFF, Backoff
+from ._core import (
+    DEFAULT_CHANNEL,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_OUTBOX_BYTES,
+    DEFAULT_OUTBOX_SIZE,
+    BrokerCore,
+    BrokerStats,
+    Reconnects,
+    logger,
+)
+from ._redis import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_PUBLISH_TIMEOUT,
+    FAILURES,
+    check_subscribed,
+    connection_factory,
+    connection_options,
+    describe,
+    description,
+    message_data,
+)
+
+__all__ = ["BlockingRedisBroker"]
+
+#: Seconds between the reader's looks at whether its connection should stop.
+_POLL = 0.2
+
+
+class _Session:
+    """One pair of connections; ``why`` is set once, when either fails."""
+
+    def __init__(self) -> None:
+        self.why: str | None = None
+
+
+class BlockingRedisBroker:
+    """:class:`~diverge_notifications.cluster.RedisBroker` for threads; it starts at once.
+
+    ``with BlockingRedisBroker(hub, url, hub_lock=server.lock) as broker:``.
+    ``hub_lock`` serialises the calls into the hub (the blocking server's
+    ``lock``); :meth:`publish` may be called from any thread. The other
+    options are :class:`~diverge_notifications.cluster.RedisBroker`'s; a
+    message that has started to arrive must arrive whole within
+    ``connect_timeout``.
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        url: str,
+        channel: str = DEFAULT_CHANNEL,
+        *,
+        hub_lock: contextlib.AbstractContextManager[Any] | None = None,
+        origin: str | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        random: Callable[[], float] | None = None,
+        healthy_after: float = 10.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
+        limits: EnvelopeLimits = DEFAULT_LIMITS,
+        outbox_size: int = DEFAULT_OUTBOX_SIZE,
+        outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_origins: int = DEFAULT_MAX_ORIGINS,
+        redis_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(channel, str) or not channel:
+            raise ValueError("channel must be a non-empty str")
+        if not connect_timeout > 0 or not publish_timeout > 0:
+            raise ValueError("connect_timeout and publish_timeout must be positive")
+        self.channel = channel
+        self._channel = channel.encode("utf-8")
+        #: Guards the sessions' ends and wakes the sender and ``wait_ready``.
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._core = BrokerCore(
+            hub,
+            description=description(url, channel),
+            origin=origin,
+            limits=limits,
+            outbox_size=outbox_size,
+            outbox_bytes=outbox_bytes,
+            max_batch=max_batch,
+            max_batch_bytes=max_batch_bytes,
+            max_origins=max_origins,
+            hub_lock=hub_lock,
+            on_ready=self._notify,
+        )
+        self._reconnects = Reconnects(
+            clock=time.monotonic,
+            random=random if random is not None else random_module.random,
+            backoff=backoff,
+            healthy_after=healthy_after,
+        )
+        name = f"diverge-notifications-{self._core.origin}"
+        retry = Retry(NoBackoff(), 0)
+        factories = [
+            connection_factory(
+                ConnectionPool,
+                url,
+                retry=retry,
+                **connection_options(
+                    socket_timeout=timeout,
+                    connect_timeout=connect_timeout,
+                    client_name=f"{name}-{role}",
+                    extra=redis_options,
+                ),
+            )
+            for role, timeout in (("sub", connect_timeout), ("pub", publish_timeout))
+        ]
+        self._subscriber, self._publisher = factories
+        self._thread = threading.Thread(
+            target=self._run, name=f"diverge-redis-broker-{self._core.origin}", daemon=True
+        )
+        self._thread.start()
+
+    # -- what callers use --------------------------------------------------------
+
+    @property
+    def hub(self) -> Hub:
+        """The hub this broker feeds."""
+        return self._core.hub
+
+    @property
+    def origin(self) -> str:
+        """This broker's origin id."""
+        return self._core.origin
+
+    @property
+    def connected(self) -> bool:
+        """Subscribed to Redis now."""
+        return self._core.connected
+
+    def publish(self, item: object) -> bool:
+        """Queue ``item`` for Redis without waiting; see ``RedisBroker.publish``. Any thread."""
+        return self._core.accept(item)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until :meth:`publish` would take a notification; False after ``timeout`` s."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._stop.is_set() or self._core.can_accept(), timeout)
+        return self._core.can_accept()
+
+    def stats(self) -> BrokerStats:
+        """The counts now."""
+        return self._core.stats()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the threads (waiting up to ``timeout`` s); the hub stays suspended."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._notify()
+        self._thread.join(timeout)
+        self._core.closed()
+
+    def __enter__(self) -> BlockingRedisBroker:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- the threads -------------------------------------------------------------
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def _end(self, session: _Session, why: str) -> None:
+        with self._changed:
+            if session.why is None:
+                session.why = why
+            self._changed.notify_all()
+
+    def _over(self, session: _Session) -> bool:
+        return session.why is not None or self._stop.is_set()
+
+    def _run(self) -> None:
+        reconnects = self._reconnects
+        while not self._stop.wait(reconnects.delay()):
+            reconnects.started()
+            session = _Session()
+            self._session(session)
+            if self._stop.is_set():
+                return
+            assert session.why is not None
+            self._core.lost(session.why)
+            logger.info("%s: next attempt in %.2f s", self._core.description, reconnects.ended())
+
+    def _session(self, session: _Session) -> None:
+        publisher = self._publisher()
+        reader = threading.Thread(
+            target=self._read, args=(session,), name=f"{self._thread.name}-reader", daemon=True
+        )
+        try:
+            publisher.connect()
+        except FAILURES as error:
+            self._end(session, f"could not connect ({describe(error)})")
+            return
+        try:
+            reader.start()
+            self._send(session, publisher)
+        except Exception as error:
+            logger.exception("%s: unexpected failure", self._core.description)
+            self._end(session, f"connection lost ({describe(error)})")
+        finally:
+            with contextlib.suppress(Exception):
+                publisher.disconnect()
+            if reader.is_alive():
+                reader.join()
+
+    def _send(self, session: _Session, publisher: Any) -> None:
+        core = self._core
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._over(session) or core.pending > 0)
+                if self._over(session):
+                    return
+            batch = core.next_batch()
+            if batch is None:
+                continue
+            self._notify()  # the outbox has room again
+            payload, count = batch
+            try:
+                publisher.send_command("PUBLISH", self._channel, payload)
+                publisher.read_response()
+            except FAILURES as error:
+                # Whether Redis got it is unknown: never sent again.
+                core.failed(count, describe(error))
+                self._end(session, f"connection lost ({describe(error)})")
+                return
+            core.sent(count)
+
+    def _read(self, session: _Session) -> None:
+        subscriber = self._subscriber()
+        channel = self._channel
+        core = self._core
+        try:
+            try:
+                subscriber.connect()
+                subscriber.send_command("SUBSCRIBE", channel)
+                check_subscribed(subscriber.read_response(), channel)
+            except FAILURES as error:
+                self._end(session, f"could not subscribe ({describe(error)})")
+                return
+            self._reconnects.subscribed()
+            core.subscribed()
+            self._notify()
+            while not self._over(session):
+                # can_read() does not consume: no read is ever cut in the middle.
+                if subscriber.can_read(timeout=_POLL):
+                    data = message_data(subscriber.read_response(), channel)
+                    if data is not None and core.received(data):
+                        self._reconnects.heard()
+        except FAILURES as error:
+            self._end(session, f"connection lost ({describe(error)})")
+        except Exception as error:
+            logger.exception("%s: unexpected failure", self._core.description)
+            self._end(session, f"connection lost ({describe(error)})")
+        finally:
+            with contextlib.suppress(Exception):
+                subscriber.disconnect()
