@@ -256,8 +256,7 @@ class Subscriber:
 
     def _end(self, reason: str) -> Callable[[], None] | None:
         """End from outside with ``reason``; the ``on_ready`` to call, if any."""
-        if not isinstance(reason, str) or not reason:
-            raise ValueError("an end reason is a non-empty str")
+        _check_reason(reason)
         if not self._detach():
             return None
         self._end_reason = reason
@@ -338,8 +337,7 @@ class Hub:
         suspended hub replaces the reason. Returns how many subscribers were
         ended.
         """
-        if not isinstance(reason, str) or not reason:
-            raise ValueError("a suspension reason is a non-empty str")
+        _check_reason(reason)
         self._suspended = reason
         ended = list(self._all)
         wakes = [subscriber._end(reason) for subscriber in ended]
@@ -457,6 +455,13 @@ class Hub:
         if ready is not None:
             _call_all(ready)
         return queued
+
+
+def _check_reason(reason: object) -> None:
+    if not isinstance(reason, str):
+        raise TypeError(f"a reason is a str, not {type(reason).__name__}")
+    if not reason:
+        raise ValueError("a reason must not be empty")
 
 
 def _call_all(callbacks: list[Callable[[], None]]) -> None:
