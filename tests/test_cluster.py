@@ -1,0 +1,622 @@
+"""Replicas sharing one notification stream: the in-memory bus, and real Redis.
+
+The Redis tests start a ``redis-server`` of their own (``redis_server.py``)
+and skip when it is missing. Faults are real: the server is killed and
+started again on the same port, a replica is made so slow that Redis cuts
+it off, a connection is killed with ``CLIENT KILL``. Waits have generous
+deadlines; nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from interop import HANG_GUARD, free_port
+from redis_server import RedisServer, redis_server, wait_for
+
+from diverge_notifications.cluster import (
+    BrokerStats,
+    BrokerUnavailable,
+    InMemoryBroker,
+    InMemoryBus,
+    NotificationTooLarge,
+    OutboxFull,
+)
+from diverge_notifications.cluster._core import BrokerCore, redact_url
+from diverge_notifications.sansio import Hub, Notification
+from diverge_notifications.sansio.envelope import Envelope, EnvelopeLimits, encode_envelope
+from diverge_notifications.sansio.hub import HubSuspended, Subscriber
+from diverge_notifications.sansio.policy import Backoff
+
+__all__ = ["redis_server"]  # the fixture, imported to be found
+
+T = TypeVar("T")
+FAST = Backoff(base=0.05, factor=2.0, cap=0.5)
+CHANNEL = "diverge:notifications"
+
+#: Notifications as a publisher might write them; each must arrive exactly so.
+ODD = [
+    b' {  "params" : { "progress" : 1 , "progressToken" : "t" } ,'
+    b'"method":"notifications/progress"}\n',
+    b'{"method":"notifications/message","params":{"level":"info","data":"\\u00e9\\ud83d\\ude00"}}',
+    '{"method":"x/ünïcødé","params":{"z":1,"a":[1.0,2e3,-0],"m":{"b":null,"a":true}}}'.encode(),
+    b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed","_extra":{"\\"":"\\\\"}}',
+]
+BIG = b'{"method":"x/big","params":{"blob":"' + b"\\u00e9" * (8 * 1024 * 1024 // 6) + b'"}}'
+
+
+def numbered(i: int) -> bytes:
+    return b'{"method":"x/n","params":{"i":%d}}' % i
+
+
+def taken(subscriber: Subscriber) -> list[bytes]:
+    return [notification.to_bytes() for notification in subscriber.take()]
+
+
+# --- the in-memory bus --------------------------------------------------------------------
+
+
+def test_every_hub_on_the_bus_gets_everything_once_in_one_order() -> None:
+    bus = InMemoryBus()
+    hubs = [Hub(), Hub(), Hub()]
+    brokers = [InMemoryBroker(hub, bus) for hub in hubs]
+    subscribers = [hub.subscribe() for hub in hubs]
+    sent: list[bytes] = []
+    for i, text in enumerate([*ODD, *(numbered(i) for i in range(20))]):
+        assert brokers[i % 3].publish(text)
+        sent.append(text)
+    for subscriber in subscribers:
+        assert taken(subscriber) == sent  # the publisher's own hub too, once
+    assert [broker.stats().published for broker in brokers] == [8, 8, 8]
+    assert all(broker.stats().received == len(sent) for broker in brokers)
+    assert bus.carried == len(sent)
+
+
+def test_a_publish_made_while_delivering_keeps_one_order() -> None:
+    bus = InMemoryBus()
+    first, second = Hub(), Hub()
+    broker = InMemoryBroker(first, bus)
+    InMemoryBroker(second, bus)
+    echoed: list[int] = []
+
+    def echo() -> None:  # a writer's wake-up that publishes again
+        if not echoed:
+            echoed.append(1)
+            broker.publish(numbered(2))
+
+    early = first.subscribe(on_ready=echo)
+    late = second.subscribe()
+    broker.publish(numbered(1))
+    assert taken(early) == taken(late) == [numbered(1), numbered(2)]
+
+
+def test_cutting_the_bus_ends_every_path_and_restoring_it_serves_again() -> None:
+    bus = InMemoryBus("bus-7")
+    hubs = [Hub(), Hub()]
+    brokers = [InMemoryBroker(hub, bus) for hub in hubs]
+    subscribers = [hub.subscribe() for hub in hubs]
+    brokers[0].publish(numbered(1))
+    bus.cut("it was cut")
+    for hub, subscriber in zip(hubs, subscribers, strict=True):
+        assert subscriber.end_reason == "broker 'bus-7': it was cut"
+        assert taken(subscriber) == [numbered(1)]  # what arrived is still written
+        with pytest.raises(HubSuspended):
+            hub.subscribe()
+    with pytest.raises(BrokerUnavailable, match="bus-7"):
+        brokers[1].publish(numbered(2))
+    bus.restore()
+    again = [hub.subscribe() for hub in hubs]
+    brokers[1].publish(numbered(3))
+    assert [taken(subscriber) for subscriber in again] == [[numbered(3)]] * 2
+    stats = brokers[1].stats()
+    assert (stats.disconnects, stats.reconnects, stats.unavailable) == (1, 1, 1)
+
+
+def test_what_is_not_a_notification_is_ignored_and_what_is_too_large_refused() -> None:
+    bus = InMemoryBus()
+    hub = Hub()
+    broker = InMemoryBroker(hub, bus, limits=EnvelopeLimits(max_notification_size=64))
+    assert broker.publish(b"[1, 2]") is False
+    assert broker.publish(object()) is False
+    with pytest.raises(NotificationTooLarge) as caught:
+        broker.publish({"method": "x", "params": {"pad": "x" * 64}})
+    assert caught.value.limit == 64
+    assert broker.stats().too_large == 1 and bus.carried == 0
+
+
+def test_a_closed_broker_leaves_its_hub_suspended() -> None:
+    bus = InMemoryBus()
+    hub = Hub()
+    broker = InMemoryBroker(hub, bus)
+    subscriber = hub.subscribe()
+    broker.close()
+    broker.close()
+    assert subscriber.end_reason is not None and "closed" in subscriber.end_reason
+    assert hub.suspended is not None and bus.brokers == 0
+    with pytest.raises(BrokerUnavailable):
+        broker.publish(numbered(1))
+
+
+def test_an_outbox_that_is_not_emptied_fills_and_says_so() -> None:
+    hub = Hub()
+    core = BrokerCore(hub, description="broker b", outbox_size=2, outbox_bytes=10_000)
+    core.subscribed()
+    assert core.accept(numbered(1)) and core.accept(numbered(2))
+    with pytest.raises(OutboxFull, match="outbox is full") as caught:
+        core.accept(numbered(3))
+    assert (caught.value.size, caught.value.limit) == (2, 2)
+    batch = core.next_batch()
+    assert batch is not None and batch[1] == 2
+    assert core.accept(numbered(3))
+    stats = core.stats()
+    assert (stats.outbox_full, stats.outbox) == (1, 1)
+
+
+def test_the_outbox_is_bounded_in_bytes_too_and_batches_are_cut_by_size() -> None:
+    hub = Hub()
+    core = BrokerCore(
+        hub, description="broker b", outbox_bytes=300, max_batch=3, max_batch_bytes=120
+    )
+    core.subscribed()
+    big = b'{"method":"x","params":{"p":"' + b"y" * 230 + b'"}}'
+    assert core.accept(big)  # alone, even when larger than what a batch holds
+    with pytest.raises(OutboxFull):
+        core.accept(big)
+    first = core.next_batch()
+    assert first is not None and first[1] == 1
+    for i in range(5):
+        core.accept(numbered(i))
+    sizes = []
+    while (batch := core.next_batch()) is not None:
+        sizes.append(batch[1])
+        assert len(batch[0]) <= 120
+    assert sum(sizes) == 5 and max(sizes) <= 3
+
+
+def test_messages_that_are_not_envelopes_are_counted_and_gaps_too() -> None:
+    hub = Hub()
+    core = BrokerCore(hub, description="broker b")
+    core.subscribed()
+    subscriber = hub.subscribe()
+    assert core.received(b"hello") == 0
+    one = [Notification.from_bytes(numbered(1))]
+    assert core.received(encode_envelope(Envelope(origin="o", sequence=1, notifications=one)))
+    assert core.received(encode_envelope(Envelope(origin="o", sequence=5, notifications=one)))
+    stats = core.stats()
+    assert (stats.rejected, stats.gaps, stats.missing, stats.received) == (1, 1, 3, 2)
+    assert len(subscriber) == 2
+
+
+def test_urls_lose_their_password_in_reasons() -> None:
+    assert redact_url("redis://:s3cret@h:1/0") == "redis://:***@h:1/0"
+    assert redact_url("rediss://u:s3cret@[::1]:6380") == "rediss://u:***@[::1]:6380"
+    assert redact_url("redis://127.0.0.1:6379") == "redis://127.0.0.1:6379"
+    assert redact_url("unix:///tmp/r.sock?db=1") == "unix:///tmp/r.sock?db=1"
+
+
+# --- Redis: helpers -----------------------------------------------------------------------
+
+
+def run(coroutine: Awaitable[T]) -> T:
+    """Run a test's coroutine with an overall guard against a hang."""
+
+    async def guarded() -> T:
+        return await asyncio.wait_for(coroutine, 6 * HANG_GUARD)
+
+    return asyncio.run(guarded())
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def ended(subscriber: Subscriber) -> Callable[[], bool]:
+    return lambda: subscriber.closed
+
+
+def client_names(server: RedisServer) -> list[str]:
+    return [str(entry.get("name", "")) for entry in server.client().client_list()]
+
+
+def raw_publish(client: Any, origin: str, first: int, *texts: bytes) -> None:
+    """Publish an envelope as another process would, with a plain redis-py client."""
+    notifications = [Notification.from_bytes(text) for text in texts]
+    envelope = Envelope(origin=origin, sequence=first, notifications=notifications)
+    client.publish(CHANNEL, encode_envelope(envelope))
+
+
+def kill_client(server: RedisServer, name: str) -> None:
+    """``CLIENT KILL`` the connection named ``name``."""
+    client = server.client()
+    for entry in client.client_list():
+        if entry.get("name") == name:
+            client.client_kill_filter(_id=int(entry["id"]))
+            return
+    raise AssertionError(f"no client named {name}")
+
+
+@pytest.fixture
+def redis_broker() -> Iterator[Any]:
+    pytest.importorskip("redis", reason="redis-py is not installed (the 'redis' extra)")
+    from diverge_notifications.cluster import RedisBroker
+
+    yield RedisBroker
+
+
+@pytest.fixture
+def blocking_broker() -> Iterator[Any]:
+    pytest.importorskip("redis", reason="redis-py is not installed (the 'redis' extra)")
+    from diverge_notifications.cluster import BlockingRedisBroker
+
+    yield BlockingRedisBroker
+
+
+# --- Redis: one order, byte for byte --------------------------------------------------------
+
+
+def test_two_replicas_see_the_same_bytes_in_the_same_order(
+    redis_server: RedisServer, redis_broker: Any
+) -> None:
+    async def main() -> None:
+        hubs = [Hub(), Hub()]
+        brokers = [redis_broker(hub, redis_server.url, backoff=FAST) for hub in hubs]
+        for broker in brokers:
+            await broker.start()
+        try:
+            await until(lambda: all(b.connected for b in brokers), "both brokers subscribed")
+            subscribers = [hub.subscribe() for hub in hubs]
+            texts = [*ODD, BIG, *(numbered(i) for i in range(200))]
+            for i, text in enumerate(texts):
+                await brokers[i % 2].ready()
+                assert brokers[i % 2].publish(text)
+                if i % 7 == 0:
+                    await asyncio.sleep(0)
+            await until(
+                lambda: all(len(s) == len(texts) for s in subscribers), "every notification"
+            )
+            first, second = (taken(s) for s in subscribers)
+            assert first == second  # one order everywhere, byte for byte
+            assert sorted(first) == sorted(texts)  # each exactly once: no double delivery
+            for parity in (0, 1):  # each publisher's order is kept
+                mine = [t for i, t in enumerate(texts) if i % 2 == parity]
+                assert [t for t in first if t in mine] == mine
+            stats = [broker.stats() for broker in brokers]
+            assert sum(s.published for s in stats) == len(texts)
+            assert all(s.received == len(texts) and s.gaps == 0 for s in stats)
+            assert BIG in first
+        finally:
+            for broker in brokers:
+                await broker.close()
+
+    run(main())
+
+
+def test_the_publishing_replica_hears_itself_only_through_redis(
+    redis_server: RedisServer, redis_broker: Any
+) -> None:
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, redis_server.url, backoff=FAST) as broker:
+            await until(lambda: broker.connected, "subscribed")
+            subscriber = hub.subscribe()
+            broker.publish(numbered(1))
+            assert len(subscriber) == 0  # not straight into the hub
+            await until(lambda: len(subscriber) == 1, "the notification back from Redis")
+            # Another process publishing on the channel reaches this hub the same way.
+            raw_publish(redis_server.client(), "elsewhere", 1, numbered(2))
+            await until(lambda: len(subscriber) == 2, "the other publisher's notification")
+            assert taken(subscriber) == [numbered(1), numbered(2)]
+            names = client_names(redis_server)
+            assert names.count(f"diverge-notifications-{broker.origin}-pub") == 1
+            assert names.count(f"diverge-notifications-{broker.origin}-sub") == 1
+
+    run(main())
+
+
+def test_foreign_messages_are_rejected_and_gaps_counted(
+    redis_server: RedisServer, redis_broker: Any
+) -> None:
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, redis_server.url, backoff=FAST) as broker:
+            await until(lambda: broker.connected, "subscribed")
+            subscriber = hub.subscribe()
+            client = redis_server.client()
+            client.publish(CHANNEL, b'{"method":"not in an envelope"}')
+            raw_publish(client, "o", 10, numbered(10), numbered(11))
+            raw_publish(client, "o", 15, numbered(15))
+            await until(lambda: broker.stats().received == 3, "three notifications")
+            stats: BrokerStats = broker.stats()
+            assert (stats.rejected, stats.gaps, stats.missing) == (1, 1, 3)
+            assert taken(subscriber) == [numbered(10), numbered(11), numbered(15)]
+
+    run(main())
+
+
+def test_a_full_outbox_is_a_clear_error(redis_server: RedisServer, redis_broker: Any) -> None:
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, redis_server.url, backoff=FAST, outbox_size=8) as broker:
+            await until(lambda: broker.connected, "subscribed")
+            subscriber = hub.subscribe()
+            for i in range(8):  # no await: the sender has had no chance to run
+                broker.publish(numbered(i))
+            with pytest.raises(OutboxFull, match=r"outbox is full \(8 of 8 notifications"):
+                broker.publish(numbered(8))
+            await broker.ready()
+            broker.publish(numbered(9))
+            await until(lambda: len(subscriber) == 9, "what the outbox took")
+            assert taken(subscriber) == [numbered(i) for i in (*range(8), 9)]
+            stats = broker.stats()
+            assert (stats.outbox_full, stats.published, stats.lost) == (1, 9, 0)
+            assert stats.batches < 9  # what waited together went together
+
+    run(main())
+
+
+# --- Redis: losing it -------------------------------------------------------------------------
+
+
+def test_killing_redis_ends_every_path_and_the_replicas_come_back_by_themselves(
+    redis_server: RedisServer, redis_broker: Any
+) -> None:
+    async def main() -> None:
+        hubs = [Hub(), Hub()]
+        brokers = [redis_broker(hub, redis_server.url, backoff=FAST) for hub in hubs]
+        for broker in brokers:
+            await broker.start()
+        try:
+            await until(lambda: all(b.connected for b in brokers), "both subscribed")
+            subscribers = [hub.subscribe() for hub in hubs for _ in range(3)]
+            stop = asyncio.Event()
+            refused = 0
+
+            async def stream() -> None:  # a publisher that goes on through the loss
+                nonlocal refused
+                i = 0
+                while not stop.is_set():
+                    try:
+                        brokers[0].publish(numbered(i))
+                    except BrokerUnavailable:
+                        refused += 1
+                    i += 1
+                    await asyncio.sleep(0.002)
+
+            publisher = asyncio.ensure_future(stream())
+            await until(lambda: all(len(s) > 5 for s in subscribers), "the stream flowing")
+            redis_server.kill()
+            await until(lambda: all(s.closed for s in subscribers), "every path ended")
+            for subscriber in subscribers:
+                assert subscriber.end_reason is not None
+                assert f"Redis broker {redis_server.url} channel {CHANNEL!r}" in (
+                    subscriber.end_reason
+                )
+            for hub in hubs:
+                assert hub.suspended is not None
+                with pytest.raises(HubSuspended):
+                    hub.subscribe()
+            redis_server.start()  # the same port
+            await until(lambda: all(b.connected for b in brokers), "both subscribed again")
+            again = [hub.subscribe() for hub in hubs]
+            await until(lambda: all(len(s) > 5 for s in again), "the stream flowing again")
+            stop.set()
+            await publisher
+            first, second = (taken(s) for s in again)
+            shorter = min(len(first), len(second))
+            assert first[:shorter] == second[:shorter]
+            for broker in brokers:
+                stats = broker.stats()
+                assert stats.disconnects == 1 and stats.reconnects == 1
+                assert stats.connected
+            assert refused >= 1 and brokers[0].stats().unavailable == refused
+        finally:
+            for broker in brokers:
+                await broker.close()
+
+    run(main())
+
+
+def test_a_replica_too_slow_for_redis_is_cut_off_and_notices(
+    redis_server: RedisServer, redis_broker: Any
+) -> None:
+    # Redis closes a subscriber whose unsent output passes 256 KiB.
+    redis_server.client().config_set("client-output-buffer-limit", "pubsub 262144 131072 1")
+    blob = b'{"method":"x/blob","params":{"b":"' + b"z" * 65536 + b'"}}'
+
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, redis_server.url, backoff=FAST) as broker:
+            await until(lambda: broker.connected, "subscribed")
+            subscriber = hub.subscribe()
+            sub_name = f"diverge-notifications-{broker.origin}-sub"
+
+            def flood() -> None:
+                client = redis_server.client()
+                for i in range(1024):  # 64 MiB: more than every socket buffer holds
+                    if i % 16 == 0 and sub_name not in client_names(redis_server):
+                        return
+                    raw_publish(client, "flood", i + 1, blob)
+
+            # The replica is slow: its event loop is blocked while Redis floods it.
+            flooder = threading.Thread(target=flood)
+            flooder.start()
+            wait_for(lambda: sub_name not in client_names(redis_server), "Redis to cut it off")
+            flooder.join(HANG_GUARD)
+            await until(lambda: subscriber.closed, "the replica to notice")
+            assert subscriber.end_reason is not None
+            assert "connection lost" in subscriber.end_reason
+            await until(lambda: broker.connected, "subscribed again")
+            stats = broker.stats()
+            assert stats.disconnects == 1 and stats.reconnects == 1
+
+    run(main())
+
+
+def test_either_connection_killed_ends_the_session(
+    redis_server: RedisServer, redis_broker: Any
+) -> None:
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, redis_server.url, backoff=FAST) as broker:
+            for role in ("pub", "sub"):
+                await until(lambda: broker.connected, "subscribed")
+                subscriber = hub.subscribe()
+                kill_client(redis_server, f"diverge-notifications-{broker.origin}-{role}")
+                if role == "pub":
+                    # A dead publishing connection is noticed when it is used.
+                    broker.publish(numbered(1))
+                await until(ended(subscriber), f"the {role} connection's loss")
+            await until(lambda: broker.connected, "subscribed again")
+            stats = broker.stats()
+            assert (stats.disconnects, stats.reconnects, stats.lost) == (2, 2, 1)
+
+    run(main())
+
+
+def test_a_broker_without_redis_says_why_without_the_password(redis_broker: Any) -> None:
+    port = free_port()
+
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, f"redis://:s3cret@127.0.0.1:{port}", backoff=FAST) as broker:
+            await until(lambda: broker.stats().failed_attempts >= 3, "a few failed attempts")
+            assert hub.suspended is not None
+            assert f"Redis broker redis://:***@127.0.0.1:{port}" in hub.suspended
+            assert "could not subscribe" in hub.suspended and "s3cret" not in hub.suspended
+            with pytest.raises(BrokerUnavailable, match="could not subscribe"):
+                broker.publish(numbered(1))
+            assert not broker.connected
+            assert broker.stats().unavailable == 1
+
+    run(main())
+
+
+def test_a_broker_started_before_redis_subscribes_once_it_is_there(
+    redis_server: RedisServer, redis_broker: Any
+) -> None:
+    later = RedisServer(redis_server.binary, redis_server.directory)
+
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, later.url, backoff=FAST) as broker:
+            await until(lambda: broker.stats().failed_attempts >= 2, "failed attempts")
+            with pytest.raises(HubSuspended, match=r"not subscribed yet|could not subscribe"):
+                hub.subscribe()
+            later.start()
+            try:
+                await until(lambda: broker.connected, "subscribed")
+                subscriber = hub.subscribe()
+                broker.publish(numbered(1))
+                await until(lambda: len(subscriber) == 1, "the first notification")
+                assert broker.stats().reconnects == 0  # the first subscription
+            finally:
+                later.kill()
+
+    run(main())
+
+
+def test_options_that_would_bring_reconnects_back_are_refused(redis_broker: Any) -> None:
+    for option in ("retry", "health_check_interval", "protocol"):
+        with pytest.raises(ValueError, match=option):
+            redis_broker(Hub(), "redis://127.0.0.1:1", redis_options={option: None})
+    with pytest.raises(ValueError):
+        redis_broker(Hub(), "http://127.0.0.1:1")
+    with pytest.raises(ValueError):
+        redis_broker(Hub(), "redis://127.0.0.1:1", channel="")
+
+
+# --- Redis: the blocking broker ---------------------------------------------------------------
+
+
+def test_the_blocking_broker_shares_the_stream_with_an_asyncio_one(
+    redis_server: RedisServer, redis_broker: Any, blocking_broker: Any
+) -> None:
+    lock = threading.RLock()
+    threaded = Hub()
+    with blocking_broker(threaded, redis_server.url, hub_lock=lock, backoff=FAST) as broker:
+        assert broker.wait_ready(HANG_GUARD)
+        with lock:
+            mine = threaded.subscribe()
+
+        async def main() -> list[bytes]:
+            hub = Hub()
+            async with redis_broker(hub, redis_server.url, backoff=FAST) as other:
+                await until(lambda: other.connected, "subscribed")
+                theirs = hub.subscribe()
+                texts = [*ODD, BIG, *(numbered(i) for i in range(50))]
+                for i, text in enumerate(texts):
+                    if i % 2:
+                        other.publish(text)
+                    else:
+                        assert await asyncio.to_thread(broker.wait_ready, HANG_GUARD)
+                        broker.publish(text)
+                    await asyncio.sleep(0)
+                await until(lambda: len(theirs) == len(texts), "everything, asyncio side")
+                return taken(theirs)
+
+        seen = run(main())
+        wait_for(lambda: broker.stats().received == len(seen), "everything, blocking side")
+        with lock:
+            assert taken(mine) == seen
+
+
+def test_the_blocking_broker_loses_redis_and_comes_back(
+    redis_server: RedisServer, blocking_broker: Any
+) -> None:
+    lock = threading.RLock()
+    hub = Hub()
+    with blocking_broker(hub, redis_server.url, hub_lock=lock, backoff=FAST) as broker:
+        assert broker.wait_ready(HANG_GUARD)
+        with lock:
+            subscriber = hub.subscribe()
+        redis_server.kill()
+        wait_for(lambda: subscriber.closed, "the path ended")
+        assert subscriber.end_reason is not None and redis_server.url in subscriber.end_reason
+        with pytest.raises(BrokerUnavailable):
+            broker.publish(numbered(1))
+        assert not broker.wait_ready(0.05)
+        redis_server.start()
+        assert broker.wait_ready(HANG_GUARD)
+        with lock:
+            again = hub.subscribe()
+        broker.publish(BIG)
+        wait_for(lambda: len(again) == 1, "the notification after the restart")
+        with lock:
+            assert taken(again) == [BIG]
+        stats = broker.stats()
+        assert (stats.disconnects, stats.reconnects) == (1, 1)
+    assert hub.suspended is not None and "closed" in hub.suspended
+
+
+def test_a_blocking_replica_too_slow_for_redis_is_cut_off_and_notices(
+    redis_server: RedisServer, blocking_broker: Any
+) -> None:
+    redis_server.client().config_set("client-output-buffer-limit", "pubsub 262144 131072 1")
+    blob = b'{"method":"x/blob","params":{"b":"' + b"z" * 65536 + b'"}}'
+    lock = threading.RLock()
+    hub = Hub()
+    with blocking_broker(hub, redis_server.url, hub_lock=lock, backoff=FAST) as broker:
+        assert broker.wait_ready(HANG_GUARD)
+        with lock:
+            subscriber = hub.subscribe()
+        sub_name = f"diverge-notifications-{broker.origin}-sub"
+        client = redis_server.client()
+        with lock:  # the replica cannot publish into its hub: its reader stalls
+            for i in range(1024):
+                if i % 16 == 0 and sub_name not in client_names(redis_server):
+                    break
+                raw_publish(client, "flood", i + 1, blob)
+            wait_for(lambda: sub_name not in client_names(redis_server), "Redis to cut it off")
+        wait_for(lambda: subscriber.closed, "the replica to notice")
+        assert broker.wait_ready(HANG_GUARD)
+        stats = broker.stats()
+        assert stats.disconnects == 1 and stats.reconnects == 1
+        assert stats.received >= 1
