@@ -25,12 +25,12 @@ from ._core import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_OUTBOX_BYTES,
     DEFAULT_OUTBOX_SIZE,
+    Broker,
     BrokerError,
     BrokerStats,
     BrokerUnavailable,
     NotificationTooLarge,
     OutboxFull,
-    Reconnects,
 )
 from .memory import InMemoryBroker, InMemoryBus
 
@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_OUTBOX_BYTES",
     "DEFAULT_OUTBOX_SIZE",
     "BlockingRedisBroker",
+    "Broker",
     "BrokerError",
     "BrokerStats",
     "BrokerUnavailable",
@@ -52,7 +53,6 @@ __all__ = [
     "InMemoryBus",
     "NotificationTooLarge",
     "OutboxFull",
-    "Reconnects",
     "RedisBroker",
 ]
 

@@ -41,7 +41,6 @@ from ..sansio.envelope import (
 )
 from ..sansio.hub import Hub, as_notification
 from ..sansio.mcp import Notification
-from ..sansio.policy import DEFAULT_BACKOFF, Backoff, ProxyPolicy, RetryScheduled
 
 __all__ = [
     "DEFAULT_CHANNEL",
@@ -49,13 +48,13 @@ __all__ = [
     "DEFAULT_MAX_BATCH_BYTES",
     "DEFAULT_OUTBOX_BYTES",
     "DEFAULT_OUTBOX_SIZE",
+    "Broker",
     "BrokerCore",
     "BrokerError",
     "BrokerStats",
     "BrokerUnavailable",
     "NotificationTooLarge",
     "OutboxFull",
-    "Reconnects",
     "new_origin",
     "redact_url",
 ]
@@ -186,68 +185,6 @@ def redact_url(url: str) -> str:
         return urlunsplit(parts._replace(netloc=netloc))
     except ValueError:
         return "<unparsable URL>"
-
-
-class Reconnects:
-    """When a broker connects again: the proxy's own policy, with its backoff and jitter.
-
-    A connection that lost Redis, or an attempt that failed, is followed by
-    a delay drawn by :class:`~diverge_notifications.sansio.policy.ProxyPolicy`
-    (``backoff``, full jitter from ``random``). A connection counts as
-    healthy, and resets the backoff, once it delivered a message or stayed
-    subscribed for ``healthy_after`` seconds; so a Redis that accepts and
-    drops connections is retried ever more slowly, up to the cap, and never
-    given up on. ``clock`` is a monotonic clock in seconds.
-    """
-
-    def __init__(
-        self,
-        *,
-        clock: Callable[[], float],
-        random: Callable[[], float],
-        backoff: Backoff = DEFAULT_BACKOFF,
-        healthy_after: float = 10.0,
-    ) -> None:
-        self._policy = ProxyPolicy(
-            backoff=backoff, healthy_after=healthy_after, require_exchange=False
-        )
-        self._clock = clock
-        self._random = random
-        self._started = clock()
-        self._last = 0.0
-
-    def _now(self) -> float:
-        # Seconds since the start, never going back: the policy's clock.
-        self._last = max(self._last, self._clock() - self._started)
-        return self._last
-
-    def delay(self) -> float:
-        """Seconds to wait before the next attempt (0 for the first)."""
-        ask_at = self._policy.ask_at()
-        assert ask_at is not None  # no max_attempts: never exhausted
-        return max(0.0, ask_at - self._now())
-
-    def started(self) -> None:
-        """An attempt starts now (after :meth:`delay`)."""
-        ask_at = self._policy.ask_at()
-        assert ask_at is not None
-        # Never before ask_at, even if the wait woke a hair early.
-        self._last = max(self._now(), ask_at)
-        self._policy.ask_started(self._last)
-
-    def subscribed(self) -> None:
-        """The attempt subscribed."""
-        self._policy.path_opened(self._now())
-
-    def heard(self) -> None:
-        """A message arrived on the subscription."""
-        self._policy.notification_received()
-
-    def ended(self) -> float:
-        """The attempt or the connection is over; returns the delay before the next one."""
-        outcome = self._policy.ask_ended(self._now(), self._random())
-        assert isinstance(outcome, RetryScheduled)
-        return outcome.delay
 
 
 def _at_power_of_two(count: int) -> bool:
@@ -551,3 +488,40 @@ class BrokerCore:
                 return
         if ended:
             logger.warning("%s: ended %d open paths", self.description, ended)
+
+
+class Broker:
+    """What every broker offers, over its :class:`BrokerCore` (``_core``)."""
+
+    _core: BrokerCore
+
+    @property
+    def hub(self) -> Hub:
+        """The hub this broker feeds."""
+        return self._core.hub
+
+    @property
+    def origin(self) -> str:
+        """This broker's origin id."""
+        return self._core.origin
+
+    @property
+    def connected(self) -> bool:
+        """Subscribed to the broker now."""
+        return self._core.connected
+
+    def publish(self, item: object) -> bool:
+        """Queue ``item`` for the broker, without waiting; every hub on the channel gets it.
+
+        ``False`` if ``item`` is not a notification (ignored, as by
+        ``Hub.publish``). Raises :class:`BrokerUnavailable` while not
+        subscribed, :class:`OutboxFull` when the outbox is full and
+        :class:`NotificationTooLarge`; each is counted in :meth:`stats` and
+        logged. The hub gets the notification only once it came back from
+        the broker.
+        """
+        return self._core.accept(item)
+
+    def stats(self) -> BrokerStats:
+        """The counts now."""
+        return self._core.stats()

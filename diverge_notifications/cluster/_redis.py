@@ -20,11 +20,15 @@ and, when one fails, drops it and makes new ones after its own backoff.
 
 from __future__ import annotations
 
+import contextlib
+import random as random_module
+import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 try:
     import redis
+    from redis.backoff import NoBackoff
     from redis.exceptions import RedisError
 except ImportError as error:  # pragma: no cover - the extra is installed in development
     raise ImportError(
@@ -33,12 +37,26 @@ except ImportError as error:  # pragma: no cover - the extra is installed in dev
         name="redis",
     ) from error
 
-from ._core import redact_url
+from ..sansio.envelope import DEFAULT_LIMITS, DEFAULT_MAX_ORIGINS, EnvelopeLimits
+from ..sansio.hub import Hub
+from ..sansio.policy import DEFAULT_BACKOFF, Backoff, ProxyPolicy, RetryScheduled
+from ._core import (
+    DEFAULT_CHANNEL,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_OUTBOX_BYTES,
+    DEFAULT_OUTBOX_SIZE,
+    Broker,
+    BrokerCore,
+    redact_url,
+)
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_PUBLISH_TIMEOUT",
     "FAILURES",
+    "Reconnects",
+    "RedisBrokerBase",
     "RedisError",
     "check_subscribed",
     "connection_factory",
@@ -132,3 +150,180 @@ def message_data(reply: object, channel: bytes) -> bytes | None:
     ):
         return reply[2]
     return None
+
+
+class Reconnects:
+    """When a broker connects again: the proxy's own policy, with its backoff and jitter.
+
+    A connection that lost Redis, or an attempt that failed, is followed by
+    a delay drawn by :class:`~diverge_notifications.sansio.policy.ProxyPolicy`
+    (``backoff``, full jitter from ``random``). A connection counts as
+    healthy, and resets the backoff, once it delivered a message or stayed
+    subscribed for ``healthy_after`` seconds; so a Redis that accepts and
+    drops connections is retried ever more slowly, up to the cap, and never
+    given up on. ``clock`` is a monotonic clock in seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float],
+        random: Callable[[], float],
+        backoff: Backoff = DEFAULT_BACKOFF,
+        healthy_after: float = 10.0,
+    ) -> None:
+        self._policy = ProxyPolicy(
+            backoff=backoff, healthy_after=healthy_after, require_exchange=False
+        )
+        self._clock = clock
+        self._random = random
+        self._started = clock()
+        self._last = 0.0
+
+    def _now(self) -> float:
+        # Seconds since the start, never going back: the policy's clock.
+        self._last = max(self._last, self._clock() - self._started)
+        return self._last
+
+    def delay(self) -> float:
+        """Seconds to wait before the next attempt (0 for the first)."""
+        ask_at = self._policy.ask_at()
+        assert ask_at is not None  # no max_attempts: never exhausted
+        return max(0.0, ask_at - self._now())
+
+    def started(self) -> None:
+        """An attempt starts now (after :meth:`delay`)."""
+        ask_at = self._policy.ask_at()
+        assert ask_at is not None
+        # Never before ask_at, even if the wait woke a hair early.
+        self._last = max(self._now(), ask_at)
+        self._policy.ask_started(self._last)
+
+    def subscribed(self) -> None:
+        """The attempt subscribed."""
+        self._policy.path_opened(self._now())
+
+    def heard(self) -> None:
+        """A message arrived on the subscription."""
+        self._policy.notification_received()
+
+    def ended(self) -> float:
+        """The attempt or the connection is over; returns the delay before the next one."""
+        outcome = self._policy.ask_ended(self._now(), self._random())
+        assert isinstance(outcome, RetryScheduled)
+        return outcome.delay
+
+
+class RedisBrokerBase(Broker):
+    """What the asyncio and the blocking Redis brokers share: options, core, connections.
+
+    Feeds ``hub`` from the Redis ``channel`` at ``url`` and publishes
+    through it. Until the broker has subscribed, and whenever it loses
+    Redis, the hub is suspended: its open paths end with a reason naming
+    this broker (its URL without the password, and the channel), and it
+    takes no new subscription.
+
+    ``hub_lock`` serialises the calls into the hub (the blocking server's
+    ``lock``; an asyncio broker runs on its loop's thread and needs none).
+    ``origin`` is this broker's origin id (default: fresh random hex).
+    ``backoff``, ``random`` (uniform in ``[0, 1)``, default
+    :func:`random.random`) and ``healthy_after`` pace reconnecting (see
+    :class:`Reconnects`). ``connect_timeout`` bounds connecting and
+    subscribing, ``publish_timeout`` one PUBLISH. ``outbox_size`` and
+    ``outbox_bytes`` bound what waits to be published; ``max_batch`` and
+    ``max_batch_bytes`` bound one envelope; ``limits`` is what received
+    envelopes may hold (the same on every replica); ``max_origins`` how many
+    publishers the gap counter follows. ``redis_options`` adds redis-py
+    connection options (``password=``, ``ssl_ca_certs=``, ...), though not
+    ``retry``, ``health_check_interval`` or ``protocol``. Bad options raise
+    :class:`ValueError` or :class:`TypeError` here.
+    """
+
+    #: redis-py's connection pool and ``Retry`` of the flavour.
+    _pool_class: ClassVar[Any]
+    _retry_class: ClassVar[Any]
+    #: Whether the subscriber waits for messages with no timeout (else it
+    #: polls, and a message must arrive whole within ``connect_timeout``).
+    _subscriber_waits: ClassVar[bool]
+
+    def __init__(
+        self,
+        hub: Hub,
+        url: str,
+        channel: str = DEFAULT_CHANNEL,
+        *,
+        hub_lock: contextlib.AbstractContextManager[Any] | None = None,
+        origin: str | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        random: Callable[[], float] | None = None,
+        healthy_after: float = 10.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
+        limits: EnvelopeLimits = DEFAULT_LIMITS,
+        outbox_size: int = DEFAULT_OUTBOX_SIZE,
+        outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_origins: int = DEFAULT_MAX_ORIGINS,
+        redis_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(channel, str) or not channel:
+            raise ValueError("channel must be a non-empty str")
+        if not connect_timeout > 0 or not publish_timeout > 0:
+            raise ValueError("connect_timeout and publish_timeout must be positive")
+        self.channel = channel
+        self._channel = channel.encode("utf-8")
+        self._connect_timeout = connect_timeout
+        self._prepare()
+        self._core = BrokerCore(
+            hub,
+            description=description(url, channel),
+            origin=origin,
+            limits=limits,
+            outbox_size=outbox_size,
+            outbox_bytes=outbox_bytes,
+            max_batch=max_batch,
+            max_batch_bytes=max_batch_bytes,
+            max_origins=max_origins,
+            hub_lock=hub_lock,
+            on_ready=self._wake_sender,
+        )
+        self._reconnects = Reconnects(
+            clock=time.monotonic,  # an asyncio loop's clock too
+            random=random if random is not None else random_module.random,
+            backoff=backoff,
+            healthy_after=healthy_after,
+        )
+        name = f"diverge-notifications-{self._core.origin}"
+        retry = self._retry_class(NoBackoff(), 0)
+        makers = [
+            connection_factory(
+                self._pool_class,
+                url,
+                retry=retry,
+                **connection_options(
+                    socket_timeout=timeout,
+                    connect_timeout=connect_timeout,
+                    client_name=f"{name}-{role}",
+                    extra=redis_options,
+                ),
+            )
+            for role, timeout in (
+                ("sub", None if self._subscriber_waits else connect_timeout),
+                ("pub", publish_timeout),
+            )
+        ]
+        self._subscriber, self._publisher = makers
+        self._begin()
+
+    # -- what a flavour adds -------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """Make the flavour's own state, before anything else is made."""
+
+    def _begin(self) -> None:
+        """Everything is made: start, if the flavour starts at once."""
+
+    def _wake_sender(self) -> None:
+        """The outbox took a notification (called from :meth:`publish`)."""
+        raise NotImplementedError

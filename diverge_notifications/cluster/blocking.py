@@ -9,40 +9,19 @@ publishes into the hub under ``hub_lock`` (the blocking server's ``lock``).
 from __future__ import annotations
 
 import contextlib
-import random as random_module
 import threading
-import time
-from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from redis.backoff import NoBackoff
 from redis.connection import ConnectionPool
 from redis.retry import Retry
 
-from ..sansio.envelope import DEFAULT_LIMITS, DEFAULT_MAX_ORIGINS, EnvelopeLimits
-from ..sansio.hub import Hub
-from ..sansio.policy import DEFAULT_BACKOFF, Backoff
-from ._core import (
-    DEFAULT_CHANNEL,
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_OUTBOX_BYTES,
-    DEFAULT_OUTBOX_SIZE,
-    BrokerCore,
-    BrokerStats,
-    Reconnects,
-    logger,
-)
+from ._core import logger
 from ._redis import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_PUBLISH_TIMEOUT,
     FAILURES,
+    RedisBrokerBase,
     check_subscribed,
-    connection_factory,
-    connection_options,
     describe,
-    description,
     message_data,
 )
 
@@ -59,118 +38,37 @@ class _Session:
         self.why: str | None = None
 
 
-class BlockingRedisBroker:
-    """:class:`~diverge_notifications.cluster.RedisBroker` for threads; it starts at once.
+class BlockingRedisBroker(RedisBrokerBase):
+    """The Redis broker for threads; it starts at once. The options are :class:`RedisBrokerBase`'s.
 
     ``with BlockingRedisBroker(hub, url, hub_lock=server.lock) as broker:``.
-    ``hub_lock`` serialises the calls into the hub (the blocking server's
-    ``lock``); :meth:`publish` may be called from any thread. The other
-    options are :class:`~diverge_notifications.cluster.RedisBroker`'s; a
-    message that has started to arrive must arrive whole within
-    ``connect_timeout``.
+    Pass the blocking server's ``lock`` as ``hub_lock``; :meth:`publish`
+    may be called from any thread. A message that has started to arrive
+    must arrive whole within ``connect_timeout``.
     """
 
-    def __init__(
-        self,
-        hub: Hub,
-        url: str,
-        channel: str = DEFAULT_CHANNEL,
-        *,
-        hub_lock: contextlib.AbstractContextManager[Any] | None = None,
-        origin: str | None = None,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        random: Callable[[], float] | None = None,
-        healthy_after: float = 10.0,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
-        limits: EnvelopeLimits = DEFAULT_LIMITS,
-        outbox_size: int = DEFAULT_OUTBOX_SIZE,
-        outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        max_origins: int = DEFAULT_MAX_ORIGINS,
-        redis_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        if not isinstance(channel, str) or not channel:
-            raise ValueError("channel must be a non-empty str")
-        if not connect_timeout > 0 or not publish_timeout > 0:
-            raise ValueError("connect_timeout and publish_timeout must be positive")
-        self.channel = channel
-        self._channel = channel.encode("utf-8")
+    _pool_class = ConnectionPool
+    _retry_class = Retry
+    _subscriber_waits = False  # the reader polls, to notice when to stop
+
+    def _prepare(self) -> None:
         #: Guards the sessions' ends and wakes the sender and ``wait_ready``.
         self._changed = threading.Condition()
         self._stop = threading.Event()
-        self._core = BrokerCore(
-            hub,
-            description=description(url, channel),
-            origin=origin,
-            limits=limits,
-            outbox_size=outbox_size,
-            outbox_bytes=outbox_bytes,
-            max_batch=max_batch,
-            max_batch_bytes=max_batch_bytes,
-            max_origins=max_origins,
-            hub_lock=hub_lock,
-            on_ready=self._notify,
-        )
-        self._reconnects = Reconnects(
-            clock=time.monotonic,
-            random=random if random is not None else random_module.random,
-            backoff=backoff,
-            healthy_after=healthy_after,
-        )
-        name = f"diverge-notifications-{self._core.origin}"
-        retry = Retry(NoBackoff(), 0)
-        factories = [
-            connection_factory(
-                ConnectionPool,
-                url,
-                retry=retry,
-                **connection_options(
-                    socket_timeout=timeout,
-                    connect_timeout=connect_timeout,
-                    client_name=f"{name}-{role}",
-                    extra=redis_options,
-                ),
-            )
-            for role, timeout in (("sub", connect_timeout), ("pub", publish_timeout))
-        ]
-        self._subscriber, self._publisher = factories
-        self._thread = threading.Thread(
-            target=self._run, name=f"diverge-redis-broker-{self._core.origin}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _begin(self) -> None:
+        self._thread.name = f"diverge-redis-broker-{self._core.origin}"
         self._thread.start()
 
-    # -- what callers use --------------------------------------------------------
-
-    @property
-    def hub(self) -> Hub:
-        """The hub this broker feeds."""
-        return self._core.hub
-
-    @property
-    def origin(self) -> str:
-        """This broker's origin id."""
-        return self._core.origin
-
-    @property
-    def connected(self) -> bool:
-        """Subscribed to Redis now."""
-        return self._core.connected
-
-    def publish(self, item: object) -> bool:
-        """Queue ``item`` for Redis without waiting; see ``RedisBroker.publish``. Any thread."""
-        return self._core.accept(item)
+    def _wake_sender(self) -> None:
+        self._notify()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until :meth:`publish` would take a notification; False after ``timeout`` s."""
         with self._changed:
             self._changed.wait_for(lambda: self._stop.is_set() or self._core.can_accept(), timeout)
         return self._core.can_accept()
-
-    def stats(self) -> BrokerStats:
-        """The counts now."""
-        return self._core.stats()
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the threads (waiting up to ``timeout`` s); the hub stays suspended."""

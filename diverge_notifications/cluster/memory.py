@@ -22,8 +22,8 @@ from ._core import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_OUTBOX_BYTES,
     DEFAULT_OUTBOX_SIZE,
+    Broker,
     BrokerCore,
-    BrokerStats,
 )
 
 __all__ = ["InMemoryBroker", "InMemoryBus"]
@@ -95,7 +95,7 @@ class InMemoryBus:
             self._delivering = False
 
 
-class InMemoryBroker:
+class InMemoryBroker(Broker):
     """A broker on an :class:`InMemoryBus`: what it publishes reaches every hub on the bus.
 
     The options are those of :class:`~diverge_notifications.cluster.RedisBroker`
@@ -133,29 +133,11 @@ class InMemoryBroker:
         self._closed = False
         bus._attach(self)
 
-    @property
-    def hub(self) -> Hub:
-        """The hub this broker feeds."""
-        return self._core.hub
-
-    @property
-    def origin(self) -> str:
-        """This broker's origin id."""
-        return self._core.origin
-
-    @property
-    def connected(self) -> bool:
-        """Attached to a bus that is up."""
-        return self._core.connected
-
     def publish(self, item: object) -> bool:
         """Publish ``item`` to every hub on the bus, this one's included, before returning.
 
-        False if ``item`` is not a notification (ignored, as by
-        ``Hub.publish``). Raises :class:`~diverge_notifications.cluster.BrokerUnavailable`
-        while the bus is cut or the broker closed,
-        :class:`~diverge_notifications.cluster.NotificationTooLarge` over the
-        limit.
+        As :meth:`Broker.publish` otherwise: ``BrokerUnavailable`` while
+        the bus is cut or the broker closed.
         """
         if not self._core.accept(item):
             return False
@@ -166,10 +148,6 @@ class InMemoryBroker:
             payload, count = batch
             self.bus._carry(payload)
             self._core.sent(count)
-
-    def stats(self) -> BrokerStats:
-        """The counts now."""
-        return self._core.stats()
 
     def close(self) -> None:
         """Leave the bus; the hub stays suspended. Closing twice is harmless."""
