@@ -3,8 +3,10 @@
 ``RedisServer`` runs one ``redis-server`` process with persistence off
 (``--save "" --appendonly no``) on a loopback port, waits until it answers
 ``PING``, and can be killed (``SIGKILL``, by its pid) and started again on
-the same port. ``redis_server`` is the pytest fixture over it; tests that
-use it skip with a clear reason when ``redis-server`` or redis-py is missing.
+the same port, or paused (``SIGSTOP``) and resumed. It also listens on a
+Unix socket (:attr:`RedisServer.socket_url`). ``redis_server`` is the pytest
+fixture over it; tests that use it skip with a clear reason when
+``redis-server`` or redis-py is missing.
 
 Import it from test modules as ``from redis_server import ...`` (pytest puts
 ``tests/`` on ``sys.path``). Every wait has a generous deadline that only
@@ -53,6 +55,16 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}"
 
     @property
+    def socket_path(self) -> Path:
+        """The server's Unix socket."""
+        return self.directory / f"redis-{self.port}.sock"
+
+    @property
+    def socket_url(self) -> str:
+        """``unix://<socket path>``."""
+        return f"unix://{self.socket_path}"
+
+    @property
     def pid(self) -> int | None:
         """The running server's pid, or ``None``."""
         return self.process.pid if self.process is not None else None
@@ -68,6 +80,10 @@ class RedisServer:
                 str(self.port),
                 "--bind",
                 "127.0.0.1",
+                "--unixsocket",
+                str(self.socket_path),
+                "--unixsocketperm",
+                "700",
                 "--save",
                 "",
                 "--appendonly",
@@ -112,6 +128,16 @@ class RedisServer:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGKILL)
         process.wait(HANG_GUARD)
+
+    def pause(self) -> None:
+        """``SIGSTOP`` the server: it hangs, its connections stay open."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """``SIGCONT`` a paused server."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
 
     def restart(self) -> None:
         """Kill the server (if running) and start it again on the same port."""

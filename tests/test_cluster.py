@@ -620,3 +620,61 @@ def test_a_blocking_replica_too_slow_for_redis_is_cut_off_and_notices(
         stats = broker.stats()
         assert stats.disconnects == 1 and stats.reconnects == 1
         assert stats.received >= 1
+
+
+# --- Redis: a hung server, a Unix socket, options ---------------------------------------------
+
+
+def test_a_hung_redis_is_noticed_by_its_silence(
+    redis_server: RedisServer, redis_broker: Any, blocking_broker: Any
+) -> None:
+    options: dict[str, Any] = {"backoff": FAST, "ping_interval": 0.2, "connect_timeout": 0.5}
+    lock = threading.RLock()
+    threaded = Hub()
+
+    async def main() -> None:
+        hub = Hub()
+        with blocking_broker(threaded, redis_server.url, hub_lock=lock, **options) as other:
+            async with redis_broker(hub, redis_server.url, **options) as broker:
+                await until(lambda: broker.connected and other.connected, "subscribed")
+                subscriber = hub.subscribe()
+                with lock:
+                    threaded_subscriber = threaded.subscribe()
+                redis_server.pause()
+                try:
+                    await until(
+                        lambda: subscriber.closed and threaded_subscriber.closed,
+                        "both replicas to give the silent Redis up",
+                    )
+                    assert subscriber.end_reason is not None
+                    assert "PING" in subscriber.end_reason
+                    assert threaded_subscriber.end_reason is not None
+                    assert "PING" in threaded_subscriber.end_reason
+                finally:
+                    redis_server.resume()
+                await until(lambda: broker.connected and other.connected, "subscribed again")
+
+    run(main())
+
+
+def test_a_unix_socket_url_works(redis_server: RedisServer, redis_broker: Any) -> None:
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, redis_server.socket_url, backoff=FAST) as broker:
+            await until(lambda: broker.connected, "subscribed over the Unix socket")
+            subscriber = hub.subscribe()
+            broker.publish(BIG)
+            await until(lambda: len(subscriber) == 1, "the notification")
+            assert taken(subscriber) == [BIG]
+
+    run(main())
+
+
+def test_connection_options_redis_py_refuses_fail_at_once(
+    redis_broker: Any, blocking_broker: Any
+) -> None:
+    for broker in (redis_broker, blocking_broker):
+        with pytest.raises(TypeError):
+            broker(Hub(), "redis://127.0.0.1:1", redis_options={"no_such_option": 1})
+        with pytest.raises(ValueError, match="ping_interval"):
+            broker(Hub(), "redis://127.0.0.1:1", ping_interval=0)

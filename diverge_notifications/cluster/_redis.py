@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import random as random_module
+import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
@@ -53,6 +54,7 @@ from ._core import (
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_PING_INTERVAL",
     "DEFAULT_PUBLISH_TIMEOUT",
     "FAILURES",
     "Reconnects",
@@ -71,10 +73,21 @@ DEFAULT_CONNECT_TIMEOUT: Final = 5.0
 #: Seconds a PUBLISH may take before the connection counts as lost, by default.
 DEFAULT_PUBLISH_TIMEOUT: Final = 5.0
 
+#: Seconds of silence on the subscription before a PING, and then before it counts as lost.
+DEFAULT_PING_INTERVAL: Final = 5.0
+
 #: What a lost or unusable connection raises.
 FAILURES: Final = (RedisError, OSError, TimeoutError, EOFError)
 
 _FORCED: Final = ("retry", "health_check_interval", "protocol")
+#: TCP keep-alive for TCP connections: a peer gone without a word is found
+#: within about 45 s of silence, whatever redis-py's default is (it was the
+#: system's, two hours, before redis-py 8).
+_KEEPALIVE: Final = {
+    option: value
+    for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
+    if (option := getattr(socket, name, None)) is not None
+}
 
 
 def connection_options(
@@ -99,19 +112,29 @@ def connection_options(
         protocol=2,
         socket_timeout=socket_timeout,
         socket_connect_timeout=connect_timeout,
-        socket_keepalive=True,
     )
     return options
 
 
-def connection_factory(pool_class: Any, url: str, **options: Any) -> Callable[[], Any]:
+def connection_factory(
+    pool_class: Any, tcp_class: type, url: str, **options: Any
+) -> Callable[[], Any]:
     """A maker of unconnected connections to ``url``, from ``pool_class.from_url``.
 
     The pool is used only to turn the URL into connection options; each
     connection is made by hand, used until it fails, and never made again.
-    redis-py's connections are typed loosely, hence ``Any``.
+    TCP connections (``tcp_class`` and its subclasses, TLS included) get TCP
+    keep-alive unless the options say otherwise. One connection is made
+    here, so that options redis-py refuses fail now and not in the broker's
+    task. redis-py's connections are typed loosely, hence ``Any``.
     """
-    factory: Callable[[], Any] = pool_class.from_url(url, **options).make_connection
+    pool = pool_class.from_url(url, **options)
+    if issubclass(pool.connection_class, tcp_class):
+        pool.connection_kwargs.setdefault("socket_keepalive", True)
+        if pool.connection_kwargs["socket_keepalive"]:
+            pool.connection_kwargs.setdefault("socket_keepalive_options", _KEEPALIVE)
+    factory: Callable[[], Any] = pool.make_connection
+    factory()
     return factory
 
 
@@ -229,7 +252,10 @@ class RedisBrokerBase(Broker):
     ``backoff``, ``random`` (uniform in ``[0, 1)``, default
     :func:`random.random`) and ``healthy_after`` pace reconnecting (see
     :class:`Reconnects`). ``connect_timeout`` bounds connecting and
-    subscribing, ``publish_timeout`` one PUBLISH. ``outbox_size`` and
+    subscribing, ``publish_timeout`` one PUBLISH; after ``ping_interval``
+    seconds with nothing on the subscription the broker sends a PING, and
+    after as long again with still nothing the connection counts as lost
+    (a Redis that hangs, or a peer gone without a word). ``outbox_size`` and
     ``outbox_bytes`` bound what waits to be published; ``max_batch`` and
     ``max_batch_bytes`` bound one envelope; ``limits`` is what received
     envelopes may hold (the same on every replica); ``max_origins`` how many
@@ -239,8 +265,9 @@ class RedisBrokerBase(Broker):
     :class:`ValueError` or :class:`TypeError` here.
     """
 
-    #: redis-py's connection pool and ``Retry`` of the flavour.
+    #: redis-py's connection pool, TCP connection and ``Retry`` of the flavour.
     _pool_class: ClassVar[Any]
+    _tcp_class: ClassVar[type]
     _retry_class: ClassVar[Any]
     #: Whether the subscriber waits for messages with no timeout (else it
     #: polls, and a message must arrive whole within ``connect_timeout``).
@@ -259,6 +286,7 @@ class RedisBrokerBase(Broker):
         healthy_after: float = 10.0,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
+        ping_interval: float = DEFAULT_PING_INTERVAL,
         limits: EnvelopeLimits = DEFAULT_LIMITS,
         outbox_size: int = DEFAULT_OUTBOX_SIZE,
         outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
@@ -269,11 +297,12 @@ class RedisBrokerBase(Broker):
     ) -> None:
         if not isinstance(channel, str) or not channel:
             raise ValueError("channel must be a non-empty str")
-        if not connect_timeout > 0 or not publish_timeout > 0:
-            raise ValueError("connect_timeout and publish_timeout must be positive")
+        if not connect_timeout > 0 or not publish_timeout > 0 or not ping_interval > 0:
+            raise ValueError("connect_timeout, publish_timeout and ping_interval must be positive")
         self.channel = channel
         self._channel = channel.encode("utf-8")
         self._connect_timeout = connect_timeout
+        self._ping_interval = ping_interval
         self._prepare()
         self._core = BrokerCore(
             hub,
@@ -299,6 +328,7 @@ class RedisBrokerBase(Broker):
         makers = [
             connection_factory(
                 self._pool_class,
+                self._tcp_class,
                 url,
                 retry=retry,
                 **connection_options(

@@ -13,7 +13,7 @@ import contextlib
 from types import TracebackType
 from typing import Any
 
-from redis.asyncio.connection import ConnectionPool
+from redis.asyncio.connection import Connection, ConnectionPool
 from redis.asyncio.retry import Retry
 
 from ._core import logger
@@ -40,6 +40,7 @@ class RedisBroker(RedisBrokerBase):
     """
 
     _pool_class = ConnectionPool
+    _tcp_class = Connection
     _retry_class = Retry
     _subscriber_waits = True  # connecting is bounded by wait_for, reading is not
 
@@ -48,6 +49,8 @@ class RedisBroker(RedisBrokerBase):
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        #: Replies read on the subscription so far (the PING watch compares).
+        self._replies = 0
 
     def _wake_sender(self) -> None:
         self._wake.set()
@@ -101,7 +104,12 @@ class RedisBroker(RedisBrokerBase):
             if delay > 0:
                 await asyncio.sleep(delay)
             reconnects.started()
-            why = await self._session(reconnects)
+            try:
+                why = await self._session(reconnects)
+            except Exception as error:
+                # Never a dead task that looks alive: a bug is a lost connection too.
+                logger.exception("%s: unexpected failure", self._core.description)
+                why = f"connection lost ({describe(error)})"
             self._core.lost(why)
             logger.info("%s: next attempt in %.2f s", self._core.description, reconnects.ended())
 
@@ -122,6 +130,7 @@ class RedisBroker(RedisBrokerBase):
             self._changed.set()
             tasks = [
                 asyncio.ensure_future(self._read(subscriber, reconnects)),
+                asyncio.ensure_future(self._watch(subscriber)),
                 asyncio.ensure_future(self._send(publisher)),
             ]
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -147,12 +156,29 @@ class RedisBroker(RedisBrokerBase):
         channel = self._channel
         core = self._core
         while True:
-            data = message_data(await subscriber.read_response(), channel)
+            reply = await subscriber.read_response()
+            self._replies += 1
+            data = message_data(reply, channel)
             if data is not None and core.received(data):
                 reconnects.heard()
             # Buffered replies come back without waiting: let the paths'
             # writers run between envelopes.
             await asyncio.sleep(0)
+
+    async def _watch(self, subscriber: Any) -> None:
+        """PING a silent subscription; raise when it stays silent (see ``ping_interval``)."""
+        interval = self._ping_interval
+        seen = self._replies
+        pinged = False
+        while True:
+            await asyncio.sleep(interval)
+            if self._replies != seen:
+                seen, pinged = self._replies, False
+            elif pinged:
+                raise TimeoutError(f"no answer from Redis to a PING within {interval:g} s")
+            else:
+                await subscriber.send_command("PING")
+                pinged = True
 
     async def _send(self, publisher: Any) -> None:
         core = self._core

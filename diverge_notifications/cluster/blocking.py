@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from types import TracebackType
 from typing import Any
 
-from redis.connection import ConnectionPool
+from redis.connection import Connection, ConnectionPool
 from redis.retry import Retry
 
 from ._core import logger
@@ -48,6 +49,7 @@ class BlockingRedisBroker(RedisBrokerBase):
     """
 
     _pool_class = ConnectionPool
+    _tcp_class = Connection
     _retry_class = Retry
     _subscriber_waits = False  # the reader polls, to notice when to stop
 
@@ -110,7 +112,12 @@ class BlockingRedisBroker(RedisBrokerBase):
         while not self._stop.wait(reconnects.delay()):
             reconnects.started()
             session = _Session()
-            self._session(session)
+            try:
+                self._session(session)
+            except Exception as error:
+                # Never a dead thread that looks alive: a bug is a lost connection too.
+                logger.exception("%s: unexpected failure", self._core.description)
+                self._end(session, f"connection lost ({describe(error)})")
             if self._stop.is_set():
                 return
             assert session.why is not None
@@ -118,10 +125,10 @@ class BlockingRedisBroker(RedisBrokerBase):
             logger.info("%s: next attempt in %.2f s", self._core.description, reconnects.ended())
 
     def _session(self, session: _Session) -> None:
-        publisher = self._publisher()
         reader = threading.Thread(
             target=self._read, args=(session,), name=f"{self._thread.name}-reader", daemon=True
         )
+        publisher = self._publisher()
         try:
             publisher.connect()
         except FAILURES as error:
@@ -176,12 +183,21 @@ class BlockingRedisBroker(RedisBrokerBase):
             self._reconnects.subscribed()
             core.subscribed()
             self._notify()
+            interval = self._ping_interval
+            heard, pinged = time.monotonic(), False
             while not self._over(session):
                 # can_read() does not consume: no read is ever cut in the middle.
                 if subscriber.can_read(timeout=_POLL):
                     data = message_data(subscriber.read_response(), channel)
+                    heard, pinged = time.monotonic(), False
                     if data is not None and core.received(data):
                         self._reconnects.heard()
+                elif time.monotonic() - heard >= interval:
+                    # A silent subscription: PING it, and give up if that too goes unanswered.
+                    if pinged:
+                        raise TimeoutError(f"no answer from Redis to a PING within {interval:g} s")
+                    subscriber.send_command("PING")
+                    heard, pinged = time.monotonic(), True
         except FAILURES as error:
             self._end(session, f"connection lost ({describe(error)})")
         except Exception as error:
