@@ -524,7 +524,13 @@ def test_a_broker_started_before_redis_subscribes_once_it_is_there(
 
 
 def test_options_that_would_bring_reconnects_back_are_refused(redis_broker: Any) -> None:
-    for option in ("retry", "health_check_interval", "protocol"):
+    for option in (
+        "retry",
+        "health_check_interval",
+        "protocol",
+        "socket_timeout",
+        "socket_connect_timeout",
+    ):
         with pytest.raises(ValueError, match=option):
             redis_broker(Hub(), "redis://127.0.0.1:1", redis_options={option: None})
     with pytest.raises(ValueError):
@@ -678,3 +684,21 @@ def test_connection_options_redis_py_refuses_fail_at_once(
             broker(Hub(), "redis://127.0.0.1:1", redis_options={"no_such_option": 1})
         with pytest.raises(ValueError, match="ping_interval"):
             broker(Hub(), "redis://127.0.0.1:1", ping_interval=0)
+
+
+def test_a_url_query_cannot_undo_what_the_broker_sets(
+    redis_server: RedisServer, redis_broker: Any
+) -> None:
+    url = f"{redis_server.url}/0?protocol=3&health_check_interval=1&socket_timeout=0.05"
+
+    async def main() -> None:
+        hub = Hub()
+        async with redis_broker(hub, url, backoff=FAST) as broker:
+            await until(lambda: broker.connected, "subscribed")
+            subscriber = hub.subscribe()
+            await asyncio.sleep(0.2)  # idle longer than the URL's socket_timeout
+            broker.publish(numbered(1))
+            await until(lambda: len(subscriber) == 1, "the notification (RESP2 as set)")
+            assert broker.stats().disconnects == 0
+
+    run(main())

@@ -136,8 +136,8 @@ class BrokerStats:
     unavailable: int
     #: Publishes refused because the notification was too large.
     too_large: int
-    #: Notifications taken into the outbox that were not handed to the broker:
-    #: the connection was lost first, or their publish command failed.
+    #: Notifications taken into the outbox and not known to have reached the
+    #: broker: dropped when the connection was lost, or in a failed publish.
     lost: int
     #: Times an established connection was lost.
     disconnects: int

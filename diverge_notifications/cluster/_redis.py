@@ -62,7 +62,6 @@ __all__ = [
     "RedisError",
     "check_subscribed",
     "connection_factory",
-    "connection_options",
     "describe",
     "description",
     "message_data",
@@ -79,7 +78,14 @@ DEFAULT_PING_INTERVAL: Final = 5.0
 #: What a lost or unusable connection raises.
 FAILURES: Final = (RedisError, OSError, TimeoutError, EOFError)
 
-_FORCED: Final = ("retry", "health_check_interval", "protocol")
+#: The connection options the broker sets itself.
+_OWNED: Final = (
+    "retry",
+    "health_check_interval",
+    "protocol",
+    "socket_timeout",
+    "socket_connect_timeout",
+)
 #: TCP keep-alive for TCP connections: a peer gone without a word is found
 #: within about 45 s of silence, whatever redis-py's default is (it was the
 #: system's, two hours, before redis-py 8).
@@ -90,49 +96,51 @@ _KEEPALIVE: Final = {
 }
 
 
-def connection_options(
+def connection_factory(
+    pool_class: Any,
+    tcp_class: type,
+    url: str,
     *,
+    retry: Any,
     socket_timeout: float | None,
     connect_timeout: float,
     client_name: str,
     extra: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """The keyword arguments of a connection, but ``retry``: the flavour adds its own.
+) -> Callable[[], Any]:
+    """A maker of unconnected connections to ``url``, from ``pool_class.from_url``.
 
-    ``extra`` adds redis-py connection options (``password=``,
-    ``ssl_ca_certs=``, ...); it may not set what turns reconnecting off.
+    The pool is used only to turn the URL and ``extra`` (more redis-py
+    connection options: ``password=``, ``ssl_ca_certs=``, ...) into
+    connection options; each connection is made by hand, used until it
+    fails, and never made again. What turns redis-py's own recovery off, and
+    the timeouts, are set after the URL, whose query could otherwise change
+    them; ``extra`` may not set them at all. TCP connections (``tcp_class``
+    and its subclasses, TLS included) get TCP keep-alive unless ``extra``
+    says otherwise. One connection is made here, so that options redis-py
+    refuses fail now and not in the broker's task. redis-py's connections
+    are typed loosely, hence ``Any``.
     """
     options: dict[str, Any] = dict(extra or {})
-    forced = sorted(set(options) & set(_FORCED))
-    if forced:
-        raise ValueError(f"redis_options may not set {', '.join(forced)}: the broker owns them")
+    owned = sorted(set(options) & set(_OWNED))
+    if owned:
+        raise ValueError(
+            f"redis_options may not set {', '.join(owned)}: the broker sets them "
+            "(see connect_timeout, publish_timeout and ping_interval)"
+        )
     options.setdefault("client_name", client_name)
-    options.update(
+    pool = pool_class.from_url(url, **options)
+    kwargs = pool.connection_kwargs
+    kwargs.update(
+        retry=retry,
         health_check_interval=0,
         protocol=2,
         socket_timeout=socket_timeout,
         socket_connect_timeout=connect_timeout,
     )
-    return options
-
-
-def connection_factory(
-    pool_class: Any, tcp_class: type, url: str, **options: Any
-) -> Callable[[], Any]:
-    """A maker of unconnected connections to ``url``, from ``pool_class.from_url``.
-
-    The pool is used only to turn the URL into connection options; each
-    connection is made by hand, used until it fails, and never made again.
-    TCP connections (``tcp_class`` and its subclasses, TLS included) get TCP
-    keep-alive unless the options say otherwise. One connection is made
-    here, so that options redis-py refuses fail now and not in the broker's
-    task. redis-py's connections are typed loosely, hence ``Any``.
-    """
-    pool = pool_class.from_url(url, **options)
     if issubclass(pool.connection_class, tcp_class):
-        pool.connection_kwargs.setdefault("socket_keepalive", True)
-        if pool.connection_kwargs["socket_keepalive"]:
-            pool.connection_kwargs.setdefault("socket_keepalive_options", _KEEPALIVE)
+        kwargs.setdefault("socket_keepalive", True)
+        if kwargs["socket_keepalive"]:
+            kwargs.setdefault("socket_keepalive_options", _KEEPALIVE)
     factory: Callable[[], Any] = pool.make_connection
     factory()
     return factory
@@ -261,7 +269,8 @@ class RedisBrokerBase(Broker):
     envelopes may hold (the same on every replica); ``max_origins`` how many
     publishers the gap counter follows. ``redis_options`` adds redis-py
     connection options (``password=``, ``ssl_ca_certs=``, ...), though not
-    ``retry``, ``health_check_interval`` or ``protocol``. Bad options raise
+    ``retry``, ``health_check_interval``, ``protocol`` or the socket
+    timeouts, which the broker sets even over the URL's query. Bad options raise
     :class:`ValueError` or :class:`TypeError` here.
     """
 
@@ -331,12 +340,10 @@ class RedisBrokerBase(Broker):
                 self._tcp_class,
                 url,
                 retry=retry,
-                **connection_options(
-                    socket_timeout=timeout,
-                    connect_timeout=connect_timeout,
-                    client_name=f"{name}-{role}",
-                    extra=redis_options,
-                ),
+                socket_timeout=timeout,
+                connect_timeout=connect_timeout,
+                client_name=f"{name}-{role}",
+                extra=redis_options,
             )
             for role, timeout in (
                 ("sub", None if self._subscriber_waits else connect_timeout),

@@ -56,14 +56,21 @@ class InMemoryBus:
         return len(self._brokers)
 
     def cut(self, why: str = "connection lost") -> None:
-        """Every attached broker loses the bus: its hub is suspended with ``why``."""
+        """Every attached broker loses the bus: its hub is suspended with ``why``.
+
+        Cutting a cut bus does nothing.
+        """
+        if not self._up:
+            return
         self._up = False
         self._pending.clear()
         for broker in list(self._brokers):
             broker._core.lost(why)
 
     def restore(self) -> None:
-        """The bus is back: every attached broker subscribes again."""
+        """The bus is back: every attached broker subscribes again (if it was cut)."""
+        if self._up:
+            return
         self._up = True
         for broker in list(self._brokers):
             broker._core.subscribed()
