@@ -32,7 +32,7 @@ FAST = Backoff(base=0.05, factor=2.0, cap=0.5)
 CHANNEL = "diverge:notifications"
 
 
-# --- helpers -----------------------------------------------------------------------
+# --- what the tests share -----------------------------------------------------------------------
 
 
 def run(coroutine: Awaitable[T]) -> T:
@@ -294,9 +294,7 @@ def test_a_replica_too_slow_for_redis_is_cut_off_and_notices(
     run(main())
 
 
-def test_either_connection_killed_ends_the_session(
-    redis_server: RedisServer, redis_broker: Any
-) -> None:
+def test_either_connection_killed_ends_both(redis_server: RedisServer, redis_broker: Any) -> None:
     async def main() -> None:
         hub = Hub()
         async with redis_broker(hub, redis_server.url, backoff=FAST) as broker:

@@ -105,7 +105,7 @@ class RedisBroker(RedisBrokerBase):
                 await asyncio.sleep(delay)
             reconnects.started()
             try:
-                why = await self._session(reconnects)
+                why = await self._attempt(reconnects)
             except Exception as error:
                 # Never a dead task that looks alive: a bug is a lost connection too.
                 logger.exception("%s: unexpected failure", self._core.description)
@@ -113,7 +113,7 @@ class RedisBroker(RedisBrokerBase):
             self._core.lost(why)
             logger.info("%s: next attempt in %.2f s", self._core.description, reconnects.ended())
 
-    async def _session(self, reconnects: Reconnects) -> str:
+    async def _attempt(self, reconnects: Reconnects) -> str:
         """One pair of connections, from connecting to their loss; why they ended."""
         subscriber = self._subscriber()
         publisher = self._publisher()

@@ -32,7 +32,7 @@ __all__ = ["BlockingRedisBroker"]
 _POLL = 0.2
 
 
-class _Session:
+class _Attempt:
     """One pair of connections; ``why`` is set once, when either fails."""
 
     def __init__(self) -> None:
@@ -54,7 +54,7 @@ class BlockingRedisBroker(RedisBrokerBase):
     _subscriber_waits = False  # the reader polls, to notice when to stop
 
     def _prepare(self) -> None:
-        #: Guards the sessions' ends and wakes the sender and ``wait_ready``.
+        #: Guards the attempts' ends and wakes the sender and ``wait_ready``.
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -98,60 +98,60 @@ class BlockingRedisBroker(RedisBrokerBase):
         with self._changed:
             self._changed.notify_all()
 
-    def _end(self, session: _Session, why: str) -> None:
+    def _end(self, attempt: _Attempt, why: str) -> None:
         with self._changed:
-            if session.why is None:
-                session.why = why
+            if attempt.why is None:
+                attempt.why = why
             self._changed.notify_all()
 
-    def _over(self, session: _Session) -> bool:
-        return session.why is not None or self._stop.is_set()
+    def _over(self, attempt: _Attempt) -> bool:
+        return attempt.why is not None or self._stop.is_set()
 
     def _run(self) -> None:
         reconnects = self._reconnects
         while not self._stop.wait(reconnects.delay()):
             reconnects.started()
-            session = _Session()
+            attempt = _Attempt()
             try:
-                self._session(session)
+                self._attempt(attempt)
             except Exception as error:
                 # Never a dead thread that looks alive: a bug is a lost connection too.
                 logger.exception("%s: unexpected failure", self._core.description)
-                self._end(session, f"connection lost ({describe(error)})")
+                self._end(attempt, f"connection lost ({describe(error)})")
             if self._stop.is_set():
                 return
-            assert session.why is not None
-            self._core.lost(session.why)
+            assert attempt.why is not None
+            self._core.lost(attempt.why)
             logger.info("%s: next attempt in %.2f s", self._core.description, reconnects.ended())
 
-    def _session(self, session: _Session) -> None:
+    def _attempt(self, attempt: _Attempt) -> None:
         reader = threading.Thread(
-            target=self._read, args=(session,), name=f"{self._thread.name}-reader", daemon=True
+            target=self._read, args=(attempt,), name=f"{self._thread.name}-reader", daemon=True
         )
         publisher = self._publisher()
         try:
             publisher.connect()
         except FAILURES as error:
-            self._end(session, f"could not connect ({describe(error)})")
+            self._end(attempt, f"could not connect ({describe(error)})")
             return
         try:
             reader.start()
-            self._send(session, publisher)
+            self._send(attempt, publisher)
         except Exception as error:
             logger.exception("%s: unexpected failure", self._core.description)
-            self._end(session, f"connection lost ({describe(error)})")
+            self._end(attempt, f"connection lost ({describe(error)})")
         finally:
             with contextlib.suppress(Exception):
                 publisher.disconnect()
             if reader.is_alive():
                 reader.join()
 
-    def _send(self, session: _Session, publisher: Any) -> None:
+    def _send(self, attempt: _Attempt, publisher: Any) -> None:
         core = self._core
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: self._over(session) or core.pending > 0)
-                if self._over(session):
+                self._changed.wait_for(lambda: self._over(attempt) or core.pending > 0)
+                if self._over(attempt):
                     return
             batch = core.next_batch()
             if batch is None:
@@ -164,11 +164,11 @@ class BlockingRedisBroker(RedisBrokerBase):
             except FAILURES as error:
                 # Whether Redis got it is unknown: never sent again.
                 core.failed(count, describe(error))
-                self._end(session, f"connection lost ({describe(error)})")
+                self._end(attempt, f"connection lost ({describe(error)})")
                 return
             core.sent(count)
 
-    def _read(self, session: _Session) -> None:
+    def _read(self, attempt: _Attempt) -> None:
         subscriber = self._subscriber()
         channel = self._channel
         core = self._core
@@ -178,14 +178,14 @@ class BlockingRedisBroker(RedisBrokerBase):
                 subscriber.send_command("SUBSCRIBE", channel)
                 check_subscribed(subscriber.read_response(), channel)
             except FAILURES as error:
-                self._end(session, f"could not subscribe ({describe(error)})")
+                self._end(attempt, f"could not subscribe ({describe(error)})")
                 return
             self._reconnects.subscribed()
             core.subscribed()
             self._notify()
             interval = self._ping_interval
             heard, pinged = time.monotonic(), False
-            while not self._over(session):
+            while not self._over(attempt):
                 # can_read() does not consume: no read is ever cut in the middle.
                 if subscriber.can_read(timeout=_POLL):
                     data = message_data(subscriber.read_response(), channel)
@@ -199,10 +199,10 @@ class BlockingRedisBroker(RedisBrokerBase):
                     subscriber.send_command("PING")
                     heard, pinged = time.monotonic(), True
         except FAILURES as error:
-            self._end(session, f"connection lost ({describe(error)})")
+            self._end(attempt, f"connection lost ({describe(error)})")
         except Exception as error:
             logger.exception("%s: unexpected failure", self._core.description)
-            self._end(session, f"connection lost ({describe(error)})")
+            self._end(attempt, f"connection lost ({describe(error)})")
         finally:
             with contextlib.suppress(Exception):
                 subscriber.disconnect()
