@@ -37,6 +37,13 @@ Publishing costs O(subscribers it reaches): subscribers are indexed by URI,
 by list-changed flag and by log level, so a ``resources/updated`` for one
 URI does not look at the subscribers of other URIs.
 
+**Suspension.** A hub fed from somewhere that can be lost (a broker between
+replicas, see ``docs/cluster.md``) can be :meth:`Hub.suspend`-ed: every open
+subscriber is ended with a reason (:attr:`Subscriber.end_reason`; its
+writer drains what is queued and ends the path with that reason) and
+:meth:`Hub.subscribe` raises :class:`HubSuspended` until :meth:`Hub.resume`.
+A hub nobody suspends behaves exactly as if the feature did not exist.
+
 The hub is not thread-safe by itself (sans-IO cannot lock): an adapter that
 publishes from several threads serialises hub calls with its own lock.
 """
@@ -57,6 +64,7 @@ __all__ = [
     "LOG_METHOD",
     "RESOURCE_UPDATED_METHOD",
     "Hub",
+    "HubSuspended",
     "Interest",
     "Subscriber",
     "as_notification",
@@ -132,6 +140,19 @@ class Interest:
         return True
 
 
+class HubSuspended(Exception):
+    """:meth:`Hub.subscribe` was called while the hub is suspended.
+
+    ``reason`` is the reason given to :meth:`Hub.suspend`. A server answers
+    the ask as not served for now (``503`` with ``Retry-After``) instead of
+    opening a path that would hear nothing.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the hub is suspended: {reason}")
+        self.reason = reason
+
+
 class Subscriber:
     """One subscription: a bounded queue of notifications, in publishing order.
 
@@ -139,7 +160,15 @@ class Subscriber:
     :meth:`take`; :meth:`close` unsubscribes and empties it.
     """
 
-    __slots__ = ("_dropped", "_hub", "_interest", "_on_ready", "_queue", "_queue_size")
+    __slots__ = (
+        "_dropped",
+        "_end_reason",
+        "_hub",
+        "_interest",
+        "_on_ready",
+        "_queue",
+        "_queue_size",
+    )
 
     def __init__(
         self,
@@ -154,6 +183,7 @@ class Subscriber:
         self._on_ready = on_ready
         self._queue: deque[Notification] = deque()
         self._dropped = 0
+        self._end_reason: str | None = None
 
     @property
     def interest(self) -> Interest | None:
@@ -172,8 +202,18 @@ class Subscriber:
 
     @property
     def closed(self) -> bool:
-        """True once :meth:`close` was called."""
+        """True once :meth:`close` was called (or the hub ended the subscription)."""
         return self._hub is None
+
+    @property
+    def end_reason(self) -> str | None:
+        """Why the subscription was ended from outside, or ``None``.
+
+        Set by ``close(reason=...)`` and by :meth:`Hub.suspend`. A writer that
+        finds it set, once :meth:`take` returns nothing more, ends its path
+        with this reason (the server's error message) instead of cleanly.
+        """
+        return self._end_reason
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -189,16 +229,46 @@ class Subscriber:
             return items
         return [queue.popleft() for _ in range(max_items)]
 
-    def close(self) -> None:
-        """Unsubscribe and drop whatever is queued. Closing twice is harmless."""
+    def close(self, *, reason: str | None = None) -> None:
+        """Unsubscribe. Closing twice is harmless.
+
+        Without ``reason`` (the path's writer is done with it) whatever is
+        queued is dropped. With ``reason`` the subscription is ended from
+        outside: nothing more is queued, what is queued stays for the writer
+        to :meth:`take`, :attr:`end_reason` is set, and ``on_ready`` is called
+        once, so that a writer waiting for work wakes up, drains the queue and
+        ends the path with the reason. A subscriber already closed keeps the
+        reason it had (if any).
+        """
+        if reason is None:
+            self._detach()
+            self._queue.clear()
+            return
+        wake = self._end(reason)
+        if wake is not None:
+            wake()
+
+    def _detach(self) -> bool:
+        """Leave the hub; True if this call did it."""
         hub = self._hub
-        if hub is not None:
-            self._hub = None
-            hub._remove(self)
-        self._queue.clear()
+        if hub is None:
+            return False
+        self._hub = None
+        hub._remove(self)
+        return True
+
+    def _end(self, reason: str) -> Callable[[], None] | None:
+        """End from outside with ``reason``; the ``on_ready`` to call, if any."""
+        _check_reason(reason)
+        if not self._detach():
+            return None
+        self._end_reason = reason
+        return self._on_ready
 
     def __repr__(self) -> str:
         state = "closed" if self._hub is None else f"{len(self._queue)}/{self._queue_size} queued"
+        if self._end_reason is not None:
+            state = f"ended ({self._end_reason}), {len(self._queue)} queued"
         return f"<Subscriber {state}, {self._dropped} dropped, interest={self._interest!r}>"
 
 
@@ -242,6 +312,7 @@ class Hub:
         self._by_uri: dict[str, _Group] = {}
         self._list_changed: dict[str, _Group] = {method: {} for method in LIST_CHANGED_METHODS}
         self._by_level: list[_Group] = [{} for _ in LogLevel]
+        self._suspended: str | None = None
 
     @property
     def queue_size(self) -> int:
@@ -252,6 +323,33 @@ class Hub:
     def subscribers(self) -> int:
         """How many subscribers are open."""
         return len(self._all)
+
+    @property
+    def suspended(self) -> str | None:
+        """The reason given to :meth:`suspend` while suspended, else ``None``."""
+        return self._suspended
+
+    def suspend(self, reason: str) -> int:
+        """End every open subscriber with ``reason`` and refuse new ones until :meth:`resume`.
+
+        Each open subscriber is closed as by ``close(reason=reason)``: what
+        it has queued stays for its writer, and its ``on_ready`` is called
+        (after all of them are closed; if one raises, the others still run
+        and the first exception is re-raised). While suspended,
+        :meth:`subscribe` raises :class:`HubSuspended`. Suspending a
+        suspended hub replaces the reason. Returns how many subscribers were
+        ended.
+        """
+        _check_reason(reason)
+        self._suspended = reason
+        ended = list(self._all)
+        wakes = [subscriber._end(reason) for subscriber in ended]
+        _call_all([wake for wake in wakes if wake is not None])
+        return len(ended)
+
+    def resume(self) -> None:
+        """Accept subscriptions again after :meth:`suspend` (harmless if not suspended)."""
+        self._suspended = None
 
     def subscribe(
         self,
@@ -265,8 +363,14 @@ class Hub:
         ``interest`` narrows what it gets (``None``: everything). ``on_ready``
         is called synchronously from :meth:`publish` whenever the queue goes
         from empty to non-empty: the moment a writer waiting for work should
-        wake up.
+        wake up; and once when the subscription is ended from outside
+        (``close(reason=...)``, :meth:`suspend`).
+
+        Raises :class:`HubSuspended` while the hub is suspended (see
+        :meth:`suspend`).
         """
+        if self._suspended is not None:
+            raise HubSuspended(self._suspended)
         size = self._queue_size if queue_size is None else queue_size
         if size < 1:
             raise ValueError("queue_size must be at least 1")
@@ -354,6 +458,13 @@ class Hub:
         if ready is not None:
             _call_all(ready)
         return queued
+
+
+def _check_reason(reason: object) -> None:
+    if not isinstance(reason, str):
+        raise TypeError(f"a reason is a str, not {type(reason).__name__}")
+    if not reason:
+        raise ValueError("a reason must not be empty")
 
 
 def _call_all(callbacks: list[Callable[[], None]]) -> None:
