@@ -56,9 +56,14 @@ def cli_command(*args: str) -> list[str]:
 
 
 def cli_env(**overrides: str | None) -> dict[str, str]:
-    """The environment for a command-line subprocess; ``None`` removes a variable."""
+    """The environment for a command-line subprocess; ``None`` removes a variable.
+
+    ``NO_COLOR`` and ``DIVERGE_TOKEN`` of the caller's environment are left
+    out: a test that wants them sets them.
+    """
     env = dict(os.environ)
     env.pop("NO_COLOR", None)
+    env.pop("DIVERGE_TOKEN", None)
     env["PYTHONIOENCODING"] = "utf-8"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     for name, value in overrides.items():

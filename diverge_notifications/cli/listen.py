@@ -4,13 +4,19 @@ Each notification is one compact JSON line on standard output; with
 ``--events`` every event is also one JSON line on standard error, and
 without it one plain line on standard error says why no path could be had
 (:func:`trouble_line`, rate-limited). On a terminal, without ``--events``,
-the output is the human view instead.
+the output is the human view instead; with it, the JSON lines written to a
+terminal are escaped (:func:`~.output.for_terminal`).
+
+The token comes from ``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
+(:func:`~.parser.resolve_token`) and is never printed: what the listener
+reports about the URL shows it without credentials.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 import sys
 from collections.abc import Mapping
 from typing import Any, Final
@@ -28,13 +34,15 @@ from ..sansio.events import AttemptsExhausted
 from .output import (
     closed_stdout,
     event_record,
+    for_terminal,
+    is_a_terminal,
     notification_line,
     say,
     silence_stdout,
     stdout_is_a_terminal,
     write_json_line,
 )
-from .parser import check_listen_url, check_token
+from .parser import check_listen_url, listen_tls_context, resolve_token
 from .running import (
     EXIT_BROKEN,
     EXIT_ERRORED,
@@ -46,6 +54,7 @@ from .running import (
     aclose,
     on_signals,
 )
+from .terminal import visible
 
 __all__ = ["run_listen", "trouble_line"]
 
@@ -68,20 +77,26 @@ def trouble_line(event: Event) -> str | None:
     Something is said when no path could be had or a path ended badly: a
     failed connection, a refusal (a ``NotServed`` whose status is not
     2xx), a server error, an abrupt end. Everything else says nothing.
+
+    The reasons and messages come from the wire (a reason phrase, an error
+    message, a certificate's names): they are shown through
+    :func:`~.terminal.visible`, so that the line is one line and nothing in
+    it can control a terminal.
     """
     from ..sansio.events import ConnectionFailed
 
     if isinstance(event, ConnectionFailed):
-        return f"listen: could not connect: {event.reason}"
+        return f"listen: could not connect: {visible(event.reason)}"
     if isinstance(event, NotServed):
         if event.status is None or 200 <= event.status < 300:
             return None
-        return f"listen: not served ({event.status}): {event.reason}"
+        return f"listen: not served ({event.status}): {visible(event.reason)}"
     if isinstance(event, StreamErrored):
         error = event.error
-        return f"listen: the server ended the path with error {error.code}: {error.message}"
+        message = visible(error.message)
+        return f"listen: the server ended the path with error {error.code}: {message}"
     if isinstance(event, StreamBroken):
-        return f"listen: the path broke: {event.reason}"
+        return f"listen: the path broke: {visible(event.reason)}"
     return None
 
 
@@ -101,7 +116,9 @@ class _TroubleReporter:
             say(line)
 
 
-async def _listen(args: argparse.Namespace, *, human: bool) -> int:
+async def _listen(
+    args: argparse.Namespace, *, human: bool, token: str | None, tls: ssl.SSLContext | None
+) -> int:
     from ..adapters.asyncio import listen
     from ..sansio import LocalProtocolError, ProxyPolicy
     from ..sansio.events import ConnectionFailed
@@ -114,17 +131,25 @@ async def _listen(args: argparse.Namespace, *, human: bool) -> int:
         view = HumanView.for_stream(sys.stdout)
     elif sys.stdout is not None:
         stdout = sys.stdout.buffer
+    # With --events on a terminal, the notification lines are escaped too.
+    escape = view is None and is_a_terminal(sys.stdout)
     trouble = None if args.events or view is not None else _TroubleReporter()
     once = args.once
     status = EXIT_OK
     task = asyncio.current_task()
     assert task is not None
+    options: dict[str, Any] = {}
+    if tls is not None:
+        options["ssl"] = tls
+    if args.allow_plaintext_token:
+        options["allow_plaintext_token"] = True
     stream = listen(
         args.url,
-        token=args.token,
+        token=token,
         events=True,
         policy=ProxyPolicy(require_exchange=False),
         keepalive_interval=args.keepalive,
+        **options,
     )
     started = False
     try:
@@ -143,7 +168,11 @@ async def _listen(args: argparse.Namespace, *, human: bool) -> int:
                     elif isinstance(item, NotificationReceived):
                         if stdout is None:
                             raise closed_stdout()
-                        stdout.write(notification_line(item.notification))
+                        line = notification_line(item.notification)
+                        if escape:
+                            text = line[:-1].decode("utf-8", "replace")  # the newline stays
+                            line = for_terminal(text, sys.stdout).encode("utf-8") + b"\n"
+                        stdout.write(line)
                         stdout.flush()
                     if once and type(item) in _EXIT_BY_TERMINAL:
                         status = _EXIT_BY_TERMINAL[type(item)]
@@ -172,14 +201,14 @@ def run_listen(args: argparse.Namespace) -> int:
     """Run ``listen`` with its parsed arguments; return the exit status."""
     try:
         check_listen_url(args.url)
-        if args.token is not None:
-            check_token(args.token, listening=True)
+        token = resolve_token(args, listening=True)
+        tls = listen_tls_context(args.url, args.cafile)
     except ValueError as error:
         say(f"{PROG} listen: error: {error}")
         return EXIT_USAGE
     human = not args.events and stdout_is_a_terminal()
     try:
-        return asyncio.run(_listen(args, human=human))
+        return asyncio.run(_listen(args, human=human, token=token, tls=tls))
     except UsageError as error:
         say(f"{PROG} listen: error: {error}")
         return EXIT_USAGE

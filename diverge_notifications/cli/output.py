@@ -5,6 +5,13 @@ output (:func:`notification_line`): the bytes the server sent with the
 whitespace between JSON tokens removed (:func:`compact_json`). With
 ``--events`` it prints every event as one JSON line on standard error
 (:func:`event_record`).
+
+A JSON line written to a terminal goes through
+:func:`~.terminal.visible` first (:func:`for_terminal`): the control,
+reordering and separator characters a JSON text may hold raw inside its
+strings (DEL, C1, the bidi controls, U+2028) become ``\\u`` escapes, which
+is the same JSON value, so what the wire sent cannot control the terminal.
+Piped, the lines are the bytes as received.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import attrs
 
@@ -30,11 +37,14 @@ from ..sansio import (
     StreamErrored,
 )
 from ..sansio._json import dumps
+from .terminal import speaks_unicode, visible
 
 __all__ = [
     "closed_stdout",
     "compact_json",
     "event_record",
+    "for_terminal",
+    "is_a_terminal",
     "notification_line",
     "say",
     "silence_stdout",
@@ -140,9 +150,23 @@ def say(text: str) -> None:
         stream.flush()
 
 
+def for_terminal(text: str, stream: IO[Any]) -> str:
+    """``text`` as shown on the terminal ``stream``: with nothing that could control it.
+
+    Every character :func:`~.terminal.visible` escapes is escaped, and
+    every non-ASCII one too if the terminal's encoding is not Unicode. A
+    JSON text stays a JSON text of the same value.
+    """
+    return visible(text, ascii_only=not speaks_unicode(stream))
+
+
 def write_json_line(record: Mapping[str, Any]) -> None:
-    """Print ``record`` as one JSON line on standard error."""
-    say(dumps(record).decode("utf-8"))
+    """Print ``record`` as one JSON line on standard error (escaped if it is a terminal)."""
+    line = dumps(record).decode("utf-8")
+    stderr = sys.stderr
+    if stderr is not None and is_a_terminal(stderr):
+        line = for_terminal(line, stderr)
+    say(line)
 
 
 def closed_stdout() -> BrokenPipeError:
@@ -161,12 +185,16 @@ def silence_stdout() -> None:
         os.close(devnull)
 
 
-def stdout_is_a_terminal() -> bool:
-    """Whether standard output is a terminal (then ``listen`` and ``demo`` show the human view)."""
-    stdout = sys.stdout
-    if stdout is None:
+def is_a_terminal(stream: IO[Any] | None) -> bool:
+    """Whether ``stream`` is open on a terminal."""
+    if stream is None:
         return False
     try:
-        return stdout.isatty()
+        return stream.isatty()
     except (OSError, ValueError):
         return False
+
+
+def stdout_is_a_terminal() -> bool:
+    """Whether standard output is a terminal (then ``listen`` and ``demo`` show the human view)."""
+    return is_a_terminal(sys.stdout)

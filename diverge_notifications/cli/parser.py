@@ -2,19 +2,47 @@
 
 :func:`build_parser` parses the command line; a usage error names the
 command and exits 2. :func:`check_listen_url` and :func:`check_token` check
-the values no parser type can, with the library's own rules.
+the values no parser type can, with the library's own rules;
+:func:`resolve_token` finds the token of ``serve`` and ``listen`` where
+secrets live (:data:`TOKEN_SOURCES`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import ssl
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 from ..sansio import LogLevel
 from .running import EXIT_USAGE, PROG
 
-__all__ = ["build_parser", "check_listen_url", "check_token"]
+__all__ = [
+    "MAX_TOKEN_FILE_LINE",
+    "TOKEN_ENV",
+    "TOKEN_SOURCES",
+    "build_parser",
+    "check_listen_url",
+    "check_token",
+    "listen_tls_context",
+    "read_token_file",
+    "resolve_token",
+    "serve_tls_context",
+]
+
+#: The environment variable ``serve`` and ``listen`` take the token from when no option gives one.
+TOKEN_ENV: Final = "DIVERGE_TOKEN"
+#: The longest first line of a ``--token-file`` read, in bytes (no ask head could hold more).
+MAX_TOKEN_FILE_LINE: Final = 64 * 1024
+#: Where the token comes from, in the help's words: what wins over what.
+TOKEN_SOURCES: Final = (
+    f"The token comes from --token or --token-file (not both), else from ${TOKEN_ENV}: "
+    f"an option wins over the environment. --token is visible to every user of the "
+    f"machine in the process list; prefer --token-file or ${TOKEN_ENV}."
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,6 +85,20 @@ def _port(text: str) -> int:
     return value
 
 
+def _token_options(parser: argparse.ArgumentParser, use: str) -> None:
+    """``--token`` and ``--token-file``, which exclude each other (see :data:`TOKEN_SOURCES`)."""
+    tokens = parser.add_mutually_exclusive_group()
+    tokens.add_argument(
+        "--token",
+        help=f"{use} (wins over ${TOKEN_ENV}; shown in the process list, prefer the others)",
+    )
+    tokens.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help=f"read the token from the first line of this file (wins over ${TOKEN_ENV})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m diverge_notifications``."""
     parser = _Parser(
@@ -90,12 +132,24 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Serve notification paths on POST /requests until interrupted (SIGINT or "
             "SIGTERM ends every open path cleanly and exits 0). The listening URL is "
-            "printed on standard error: 'serving on http://HOST:PORT'."
+            "printed on standard error: 'serving on http://HOST:PORT' ('https://' "
+            "with --certfile)."
         ),
+        epilog=TOKEN_SOURCES,
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8080, help="port (8080; 0 picks a free one)")
-    serve.add_argument("--token", help="bearer token every ask must carry")
+    _token_options(serve, "bearer token every ask must carry")
+    serve.add_argument(
+        "--certfile",
+        metavar="PEM",
+        help="serve TLS with the certificate chain in this PEM file (its key too, or --keyfile)",
+    )
+    serve.add_argument(
+        "--keyfile",
+        metavar="PEM",
+        help="the private key of --certfile, in PEM (default: read from --certfile)",
+    )
     serve.add_argument(
         "--stdin",
         action="store_true",
@@ -128,9 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
             "and print each as one JSON line on standard output; ask again whenever a path "
             "ends, until interrupted."
         ),
+        epilog=TOKEN_SOURCES,
     )
-    listen.add_argument("url", metavar="URL", help="the server's base URL, http://HOST:PORT[/BASE]")
-    listen.add_argument("--token", help="bearer token to send with each ask")
+    listen.add_argument(
+        "url", metavar="URL", help="the server's base URL, http[s]://HOST[:PORT][/BASE]"
+    )
+    _token_options(listen, "bearer token to send with each ask")
+    listen.add_argument(
+        "--cafile",
+        metavar="PEM",
+        help="trust the certificate authorities in this PEM file too, for an https:// URL",
+    )
+    listen.add_argument(
+        "--allow-plaintext-token",
+        action="store_true",
+        help="send the token over plain http:// to a host that is not loopback",
+    )
     listen.add_argument(
         "--events",
         action="store_true",
@@ -166,12 +233,14 @@ def check_listen_url(url: str) -> str:
     return url
 
 
-def check_token(token: str, *, listening: bool) -> str:
-    """Check a ``--token``: return it, or raise ``ValueError`` saying why it cannot be used.
+def check_token(token: str, *, listening: bool, source: str = "--token") -> str:
+    """Check a token: return it, or raise ``ValueError`` saying why it cannot be used.
 
     The rule is the library's own: a server refuses to be made with a token
     that is not one or more visible ASCII characters, and a listener's ask
     must be buildable with it in an ``Authorization`` field (``listening``).
+    The message names where the token came from (``source``), never the
+    token itself.
     """
     from ..sansio import LocalProtocolError, ProxyConnection, ServerConnection
 
@@ -181,5 +250,93 @@ def check_token(token: str, *, listening: bool) -> str:
             ProxyConnection("h:1", token=token).data_to_send()
     except (LocalProtocolError, ValueError) as error:
         # The token itself is not repeated: it may be a secret, slightly mangled.
-        raise ValueError(f"unusable token: {error}") from None
+        where = "" if source == "--token" else f" from {source}"
+        raise ValueError(f"unusable token{where}: {error}") from None
     return token
+
+
+def read_token_file(path: str) -> str:
+    """The token in the file at ``path``: its first line, the line break removed.
+
+    Only the line break goes (``\\n`` or ``\\r\\n``): any other space is
+    part of the line, and :func:`check_token` refuses it. At most
+    :data:`MAX_TOKEN_FILE_LINE` bytes are read. Raises ``ValueError``
+    saying why the file gives no token; the message names the file, not
+    what it holds.
+    """
+    try:
+        with open(path, "rb") as file:
+            line = file.readline(MAX_TOKEN_FILE_LINE + 2)
+    except OSError as error:
+        raise ValueError(f"cannot read --token-file {path}: {error.strerror or error}") from None
+    if line.endswith(b"\n"):
+        line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+    if len(line) > MAX_TOKEN_FILE_LINE:
+        raise ValueError(
+            f"the first line of --token-file {path} is longer than {MAX_TOKEN_FILE_LINE} bytes"
+        )
+    # Latin-1 maps every byte to a character: check_token then refuses what is not ASCII.
+    return line.decode("latin-1")
+
+
+def resolve_token(
+    args: argparse.Namespace, *, listening: bool, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The token of ``serve`` or ``listen``, checked, or ``None`` when none is given.
+
+    ``--token``, else ``--token-file``, else the environment variable
+    :data:`TOKEN_ENV` (the parser lets only one of the two options
+    through). A variable that is set but empty is an unusable token, not
+    the absence of one: a server must not go unprotected because a secret
+    failed to load. Raises ``ValueError`` (a usage error) saying why a
+    token cannot be used, without the token.
+    """
+    if args.token is not None:
+        return check_token(args.token, listening=listening)
+    if args.token_file is not None:
+        token = read_token_file(args.token_file)
+        return check_token(token, listening=listening, source=f"--token-file {args.token_file}")
+    variable = (os.environ if environ is None else environ).get(TOKEN_ENV)
+    if variable is None:
+        return None
+    return check_token(variable, listening=listening, source=TOKEN_ENV)
+
+
+def listen_tls_context(url: str, cafile: str | None) -> ssl.SSLContext | None:
+    """The ``ssl=`` context ``listen URL`` passes to the listener, from its ``--cafile``.
+
+    ``None`` without ``--cafile``: the listener's own default then applies
+    (the system's trust for an ``https://`` URL). With it, the system's
+    trust plus the CAs of the file. ``--cafile`` with an ``http://`` URL,
+    or a file that cannot be loaded, is a ``ValueError``.
+    """
+    if cafile is None:
+        return None
+    from ..adapters.tls import client_context, describe_load_error
+
+    if urlsplit(url).scheme.lower() != "https":
+        raise ValueError("--cafile is for https:// URLs: nothing is verified over http://")
+    try:
+        return client_context(cafile)
+    except OSError as error:
+        raise ValueError(f"cannot load --cafile {cafile}: {describe_load_error(error)}") from None
+
+
+def serve_tls_context(certfile: str | None, keyfile: str | None) -> ssl.SSLContext | None:
+    """The ``ssl=`` context of ``serve --certfile PEM [--keyfile PEM]``, or ``None`` for plain HTTP.
+
+    ``--keyfile`` without ``--certfile``, or files that cannot be loaded
+    (unreadable, not PEM, a key that does not match the certificate), is
+    a ``ValueError``; the message names the files, never what they hold.
+    """
+    if certfile is None:
+        if keyfile is not None:
+            raise ValueError("--keyfile needs --certfile")
+        return None
+    from ..adapters.tls import describe_load_error, server_context
+
+    try:
+        return server_context(certfile, keyfile)
+    except OSError as error:
+        files = f"--certfile {certfile}" + (f" --keyfile {keyfile}" if keyfile else "")
+        raise ValueError(f"cannot load {files}: {describe_load_error(error)}") from None

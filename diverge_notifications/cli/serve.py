@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import ssl
 import threading
 from collections.abc import Callable
 from typing import Any, Final
@@ -21,7 +22,7 @@ from ..sansio import Event, FrameError, Hub, Notification
 from ..sansio._json import dumps
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
 from .output import event_record, say
-from .parser import check_token
+from .parser import resolve_token, serve_tls_context
 from .running import (
     EXIT_NO_CONNECTION,
     EXIT_OK,
@@ -130,13 +131,15 @@ def _report_bridge_event(event: Event) -> None:
     say(f"bridge: {dumps(event_record(event)).decode('utf-8')}")
 
 
-async def _serve(args: argparse.Namespace) -> int:
+async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLContext | None) -> int:
     from ..adapters.asyncio import serve
 
     hub = Hub()
+    # The TLS context is passed only when there is one (``serve --certfile``).
+    tls_options: dict[str, Any] = {} if tls is None else {"ssl": tls}
     try:
         server = await serve(
-            hub, args.host, args.port, token=args.token, keepalive_interval=args.keepalive
+            hub, args.host, args.port, token=token, keepalive_interval=args.keepalive, **tls_options
         )
     except OSError as error:
         say(f"{PROG} serve: cannot listen on {args.host}:{args.port}: {error}")
@@ -196,14 +199,14 @@ def run_serve(args: argparse.Namespace) -> int:
     if (args.mcp_stdio is not None or args.mcp_url is not None) and not mcp_available():
         say(MCP_MISSING_MESSAGE)
         return EXIT_USAGE
-    if args.token is not None:
-        try:
-            check_token(args.token, listening=False)
-        except ValueError as error:
-            say(f"{PROG} serve: error: {error}")
-            return EXIT_USAGE
     try:
-        return asyncio.run(_serve(args))
+        token = resolve_token(args, listening=False)
+        tls = serve_tls_context(args.certfile, args.keyfile)
+    except ValueError as error:
+        say(f"{PROG} serve: error: {error}")
+        return EXIT_USAGE
+    try:
+        return asyncio.run(_serve(args, token=token, tls=tls))
     except UsageError as error:
         say(f"{PROG} serve: error: {error}")
         return EXIT_USAGE

@@ -97,6 +97,7 @@ __all__ = [
     "HumanView",
     "color_wanted",
     "fit",
+    "speaks_unicode",
     "terminal_size",
     "visible",
 ]
@@ -183,6 +184,12 @@ def visible(text: str, *, ascii_only: bool = False) -> str:
     if ascii_only and not shown.isascii():
         shown = "".join(char if char.isascii() else _u_escape(char) for char in shown)
     return shown
+
+
+def speaks_unicode(stream: IO[Any]) -> bool:
+    """Whether ``stream``'s encoding is a Unicode one (else :func:`visible` is ``ascii_only``)."""
+    encoding = (getattr(stream, "encoding", None) or "ascii").lower().replace("-", "")
+    return bool(encoding.startswith("utf"))
 
 
 def _char_cells(char: str) -> int:
@@ -311,8 +318,7 @@ class HumanView:
         self._untracked = 0
         #: Lines the last redraw wrote below the permanent ones.
         self._drawn = 0
-        encoding = (getattr(stream, "encoding", None) or "ascii").lower().replace("-", "")
-        self._unicode = encoding.startswith("utf")
+        self._unicode = speaks_unicode(stream)
         self._glyphs = (
             {"full": "█", "empty": "░", "bullet": "•", "ok": "✓", "cut": "✗", "arrow": "→"}
             if self._unicode
