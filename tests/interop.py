@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
@@ -393,3 +393,77 @@ class ScriptedServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+#: nginx's configuration around the ``server`` blocks of a test: one worker, in the foreground,
+#: every file in the test's folder.
+NGINX_CONFIG: Final = """\
+{user}worker_processes 1;
+error_log {root}/error.log info;
+pid {root}/nginx.pid;
+events {{
+    worker_connections 64;
+}}
+http {{
+    access_log off;
+    client_body_temp_path {root}/client_body;
+    proxy_temp_path {root}/proxy;
+    fastcgi_temp_path {root}/fastcgi;
+    uwsgi_temp_path {root}/uwsgi;
+    scgi_temp_path {root}/scgi;
+{servers}
+}}
+"""
+
+#: A ``location`` that passes paths through as they come: no buffering, chunked, HTTP/1.1.
+NGINX_STREAMING: Final = """\
+            proxy_buffering off;
+            proxy_http_version 1.1;
+            chunked_transfer_encoding on;
+            proxy_read_timeout 60s;"""
+
+
+@contextlib.contextmanager
+def running_nginx(folder: Path, servers: str, port: int) -> Iterator[None]:
+    """Run nginx with ``servers`` (its ``server`` blocks) until the block ends.
+
+    The configuration is written into ``folder`` and nginx runs in the
+    foreground from there (``-p DIR -c nginx.conf -g 'daemon off;'``); the
+    block starts once something accepts connections on ``port``. nginx is
+    stopped gracefully (SIGQUIT) on the way out. The caller skips when
+    :func:`find_binary` finds no nginx.
+    """
+    nginx = find_binary("nginx")
+    assert nginx is not None, "skip the test when nginx is not installed"
+    # As root, nginx's workers would switch to "nobody"; keep them root so
+    # they can use the temporary folder.
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    config = folder / "nginx.conf"
+    config.write_text(
+        NGINX_CONFIG.format(user=user, root=folder, servers=servers), encoding="utf-8"
+    )
+    process = subprocess.Popen(
+        [nginx, "-p", str(folder), "-c", str(config), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        try:
+            wait_for_port("127.0.0.1", port)
+        except AssertionError:
+            process.kill()
+            _, err = process.communicate(timeout=HANG_GUARD)
+            log = folder / "error.log"
+            detail = log.read_text("utf-8", "replace") if log.exists() else ""
+            raise AssertionError(f"nginx did not start: {err.decode()}\n{detail}") from None
+        yield
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGQUIT)  # graceful stop
+            try:
+                process.wait(HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        assert process.stderr is not None
+        process.stderr.close()

@@ -17,16 +17,21 @@ Skipped when nginx is not installed (Debian package ``nginx-light`` or
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import h11
 import pytest
-from interop import HANG_GUARD, ListenProcess, ServeProcess, find_binary, free_port, wait_for_port
+from interop import (
+    HANG_GUARD,
+    NGINX_STREAMING,
+    ListenProcess,
+    ServeProcess,
+    find_binary,
+    free_port,
+    running_nginx,
+)
 
 from diverge_notifications.sansio import encode_frame
 from diverge_notifications.sansio.framing import KEEPALIVE_FRAME
@@ -36,32 +41,14 @@ pytestmark = pytest.mark.skipif(
     NGINX is None, reason="nginx is not installed (apt-get install nginx-light)"
 )
 
-CONFIG = """\
-{user}worker_processes 1;
-error_log {root}/error.log info;
-pid {root}/nginx.pid;
-events {{
-    worker_connections 64;
-}}
-http {{
-    access_log off;
-    client_body_temp_path {root}/client_body;
-    proxy_temp_path {root}/proxy;
-    fastcgi_temp_path {root}/fastcgi;
-    uwsgi_temp_path {root}/uwsgi;
-    scgi_temp_path {root}/scgi;
+SERVER = """\
     server {{
         listen 127.0.0.1:{port};
         location / {{
             proxy_pass http://127.0.0.1:{upstream};
-            proxy_buffering off;
-            proxy_http_version 1.1;
-            chunked_transfer_encoding on;
-            proxy_read_timeout 60s;
+{streaming}
         }}
-    }}
-}}
-"""
+    }}"""
 
 
 @pytest.fixture
@@ -72,40 +59,10 @@ def serve() -> Iterator[ServeProcess]:
 
 @pytest.fixture
 def nginx_url(tmp_path: Path, serve: ServeProcess) -> Iterator[str]:
-    assert NGINX is not None
     port = free_port()
-    # As root, nginx's workers would switch to "nobody"; keep them root so
-    # they can use the temporary folder.
-    user = "user root;\n" if os.geteuid() == 0 else ""
-    config = tmp_path / "nginx.conf"
-    config.write_text(
-        CONFIG.format(user=user, root=tmp_path, port=port, upstream=serve.port), encoding="utf-8"
-    )
-    nginx = subprocess.Popen(
-        [NGINX, "-p", str(tmp_path), "-c", str(config), "-g", "daemon off;"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        try:
-            wait_for_port("127.0.0.1", port)
-        except AssertionError:
-            nginx.kill()
-            _, err = nginx.communicate(timeout=HANG_GUARD)
-            log = tmp_path / "error.log"
-            detail = log.read_text("utf-8", "replace") if log.exists() else ""
-            raise AssertionError(f"nginx did not start: {err.decode()}\n{detail}") from None
+    server = SERVER.format(port=port, upstream=serve.port, streaming=NGINX_STREAMING)
+    with running_nginx(tmp_path, server, port):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        if nginx.poll() is None:
-            nginx.send_signal(signal.SIGQUIT)  # graceful stop
-            try:
-                nginx.wait(HANG_GUARD)
-            except subprocess.TimeoutExpired:
-                nginx.kill()
-                nginx.wait()
-        assert nginx.stderr is not None
-        nginx.stderr.close()
 
 
 def _notifications(count: int) -> list[bytes]:
