@@ -992,7 +992,16 @@ def test_parse_url() -> None:
     assert parse_url("http://example.test").port == 80
     v6 = parse_url("http://[::1]:9000/x")
     assert (v6.host, v6.authority, v6.target) == ("::1", "[::1]:9000", "/x/requests")
-    for bad in ("https://h:1", "ftp://h", "http://", "http://u:p@h:1", "http://h:1/?q", "h:1"):
+    assert (endpoint.scheme, endpoint.tls) == ("http", False)
+    secure = parse_url("HTTPS://example.test/base")
+    assert (secure.scheme, secure.tls, secure.port, secure.target) == (
+        "https",
+        True,
+        443,
+        "/base/requests",
+    )
+    assert parse_url("https://example.test:8443").port == 8443
+    for bad in ("ftp://h", "http://", "http://u:p@h:1", "http://h:1/?q", "h:1", "wss://h"):
         with pytest.raises(ValueError):
             parse_url(bad)
 

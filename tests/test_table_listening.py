@@ -35,6 +35,7 @@ from diverge_notifications.sansio.actions import (
 from diverge_notifications.sansio.events import ConnectionFailed, RetryScheduled
 from diverge_notifications.sansio.listening import (
     LISTEN_TRANSITIONS,
+    TLS_HINT,
     ListenDriver,
     ListenInput,
     ListenOutcome,
@@ -70,6 +71,8 @@ class Effect:
     returned: object
     queued: list[ListenAction]
     asking: bool
+    #: Nothing had come back on the plain HTTP connection: a cut then says TLS_HINT.
+    unanswered: bool
 
 
 def make() -> Driven:
@@ -107,9 +110,11 @@ def _call(driven: Driven, what: ListenInput) -> object:
 
 def apply(driven: Driven, what: ListenInput) -> Effect:
     queued_before = len(driven.driver._actions)
+    unanswered = driven.driver._tls_unsaid
     returned = _call(driven, what)
     queued = list(driven.driver._actions)[queued_before:] if what not in NEXT_INPUTS else []
-    return Effect(returned=returned, queued=queued, asking=driven.driver.connection is not None)
+    asking = driven.driver.connection is not None
+    return Effect(returned=returned, queued=queued, asking=asking, unanswered=unanswered)
 
 
 MACHINE: Machine[Driven, ListenState, ListenInput] = Machine(
@@ -155,7 +160,8 @@ def check_effect(outcome: ListenOutcome, step: Step[ListenInput]) -> None:
     elif outcome is Out.END:
         _ended(effect, None)
     elif outcome is Out.CUT:
-        _ended(effect, "the connection was lost: ECONNRESET: Connection reset by peer")
+        hint = TLS_HINT if effect.unanswered else ""
+        _ended(effect, f"the connection was lost: ECONNRESET: Connection reset by peer{hint}")
     else:
         assert outcome is Out.SILENCE
         _ended(effect, "idle timeout: no data for 6 s")

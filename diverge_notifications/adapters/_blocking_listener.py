@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -20,6 +21,7 @@ from ..sansio.actions import Connect, Deliver, Disconnect, Receive, Send, Sleep
 from ..sansio.events import Event
 from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
+from . import tls as _tls
 from ._common import READ_SIZE, ClosedOnExit, describe_error
 
 __all__ = ["Listener"]
@@ -34,8 +36,9 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
     close it.
     """
 
-    def __init__(self, driver: ListenDriver) -> None:
+    def __init__(self, driver: ListenDriver, context: ssl.SSLContext | None = None) -> None:
         self._driver = driver
+        self._tls = context
         self._stop = threading.Event()
         # Held for the whole of each next(): close() tries it to learn
         # whether another thread is inside the generator right now.
@@ -64,7 +67,9 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
             sock = self._socket
         if sock is not None:
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv() in the other thread
+                # The plain socket's shutdown, also under TLS: it wakes a recv()
+                # in the other thread without pulling its TLS state away.
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
         if self._next_lock.acquire(blocking=False):
             try:
                 self._items.close()  # nobody is inside it: finish it here
@@ -116,13 +121,10 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
                         driver.connection_lost(time.monotonic(), describe_error(error))
                 elif type(action) is Connect:
                     try:
-                        sock = socket.create_connection(
-                            (action.host, action.port), timeout=action.timeout
-                        )
+                        sock = _tls.connect(action.host, action.port, action.timeout, self._tls)
                     except OSError as error:
                         driver.connect_failed(time.monotonic(), describe_error(error))
                     else:
-                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                         self._set_socket(sock)
                         if stop.is_set():
                             return

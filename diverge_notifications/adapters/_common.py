@@ -3,11 +3,11 @@
 Every decision is taken by the sans-IO drivers,
 :class:`~diverge_notifications.sansio.listening.ListenDriver` and
 :class:`~diverge_notifications.sansio.serving.ServingConnection`; what is
-left here needs the world outside: the read size, the random source
-(:func:`listen_driver`), describing an :class:`OSError`, calling the user's
-exchange handler; and what the three modules' signatures and ``Server``
-classes have in common (the options' types, :class:`ServerBase`,
-:class:`ClosedOnExit`).
+left here needs the world outside: the read size, the random source and
+the TLS context (:func:`listen_driver`, :func:`serve_settings`), describing
+an :class:`OSError` (a TLS failure included), calling the user's exchange
+handler; and what the three modules' signatures and ``Server`` classes have
+in common (the options' types, :class:`ServerBase`, :class:`ClosedOnExit`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 import errno
 import inspect
 import random as _random
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 from ..sansio.actions import ExchangeHandler, ExchangeResult
@@ -25,7 +26,8 @@ from ..sansio.listening import ListenDriver
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
 from ..sansio.serving import ServeSettings, ServingConnection
-from ..sansio.urls import format_url
+from ..sansio.urls import Endpoint, format_url
+from .tls import client_context, describe_tls_error
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -36,10 +38,12 @@ __all__ = [
     "ListenOptions",
     "ServeOptions",
     "ServerBase",
+    "Starting",
     "call_exchange_handler",
     "describe_error",
     "listen_driver",
     "run_exchange_handler",
+    "serve_settings",
 ]
 
 #: Bytes asked of the socket per read: large, so that a busy path costs few calls.
@@ -63,8 +67,12 @@ class ListenOptions(TypedDict, total=False):
     max_frame_size: int
     #: The jitter source, a uniform float in ``[0, 1)`` (default :func:`random.random`).
     random: Callable[[], float] | None
-    #: Seconds a TCP connection may take.
+    #: Seconds a connection may take, its TLS handshake included.
     connect_timeout: float
+    #: The TLS context of an ``https://`` URL (default ``tls.client_context()``).
+    ssl: ssl.SSLContext | None
+    #: Send the token over plain ``http://`` to a host that is not loopback.
+    allow_plaintext_token: bool
 
 
 class ServeOptions(TypedDict, total=False):
@@ -82,22 +90,66 @@ class ServeOptions(TypedDict, total=False):
     max_batch: int
     #: How long ``close()`` waits for peers to take the end of their paths.
     close_timeout: float
-    #: How long a new connection has to complete its ask.
+    #: How long a new connection has to complete its ask (its TLS handshake included).
     ask_timeout: float
+    #: Serve TLS with this context (``tls.server_context(...)``); ``None`` for plain HTTP.
+    ssl: ssl.SSLContext | None
 
 
-def listen_driver(url: str, **options: Unpack[ListenOptions]) -> ListenDriver:
-    """The :class:`ListenDriver` of a ``listen(url, ...)`` call: its arguments, checked now.
+def listen_driver(
+    url: str, **options: Unpack[ListenOptions]
+) -> tuple[ListenDriver, ssl.SSLContext | None]:
+    """The :class:`ListenDriver` of a ``listen(url, ...)`` call, and its TLS context.
 
-    The jitter source is :func:`random.random` unless ``random`` is given.
+    The arguments are checked now. The jitter source is
+    :func:`random.random` unless ``random`` is given. The context is
+    ``None`` for an ``http://`` URL, ``ssl`` or else
+    :func:`~.tls.client_context` for an ``https://`` one; ``ssl`` with an
+    ``http://`` URL is a :class:`ValueError`, since nothing would be
+    encrypted.
     """
+    context = options.pop("ssl", None)
     if options.get("random") is None:
         options["random"] = _random.random
-    return ListenDriver(url, **options)
+    driver = ListenDriver(url, **cast("dict[str, Any]", options))  # without ssl, now
+    return driver, _listen_context(driver.endpoint, context)
+
+
+def _check_context(context: object) -> None:
+    if context is not None and not isinstance(context, ssl.SSLContext):
+        raise TypeError(f"ssl must be an ssl.SSLContext, not {type(context).__name__}")
+
+
+def _listen_context(endpoint: Endpoint, context: ssl.SSLContext | None) -> ssl.SSLContext | None:
+    _check_context(context)
+    if not endpoint.tls:
+        if context is not None:
+            raise ValueError("ssl= is for https:// URLs: over http:// nothing is encrypted")
+        return None
+    return context if context is not None else client_context()
+
+
+def serve_settings(
+    exchange_handler: Any, options: ServeOptions
+) -> tuple[ServeSettings[Any], ssl.SSLContext | None]:
+    """The checked options of a ``serve(...)`` call, and its TLS context (``ssl``)."""
+    context = options.pop("ssl", None)
+    _check_context(context)
+    settings = ServeSettings(exchange_handler=exchange_handler, **cast("dict[str, Any]", options))
+    return settings, context
 
 
 def describe_error(error: BaseException) -> str:
-    """A short, stable description of a socket error, for ``ConnectionFailed``."""
+    """A short, stable description of a socket or TLS error, for ``ConnectionFailed``.
+
+    A TLS failure (an :class:`ssl.SSLError`, or an error it caused, as
+    trio's ``BrokenResourceError``) is said by
+    :func:`~.tls.describe_tls_error`.
+    """
+    if not isinstance(error, OSError) and isinstance(error.__cause__, OSError):
+        error = error.__cause__  # trio wraps what the socket or TLS layer raised
+    if isinstance(error, ssl.SSLError):
+        return describe_tls_error(error)
     if isinstance(error, TimeoutError):
         return "timed out"
     if isinstance(error, OSError) and error.errno is None:
@@ -170,14 +222,18 @@ class ClosedOnExit:
 class ServerBase:
     """What the adapters' ``Server`` classes share: the hub, the options, the address.
 
-    ``host`` and ``port`` are set once the server listens.
+    Made with the ``serve()`` call's exchange handler and options
+    (:func:`serve_settings`). ``host`` and ``port`` are set once the
+    server listens; ``tls`` is the TLS context it serves with, ``None``
+    for plain HTTP.
     """
 
-    def __init__(self, hub: Hub, settings: ServeSettings[Any]) -> None:
+    def __init__(self, hub: Hub, exchange_handler: Any, options: ServeOptions) -> None:
+        # Checked here, before anything listens: a bad option is the caller's ValueError.
+        self._settings, self.tls = serve_settings(exchange_handler, options)
         self.hub = hub
         self.host = ""
         self.port = 0
-        self._settings = settings
         self._connections: set[Any] = set()
         #: Set by close(): from then on, what is accepted is closed at once.
         self._closing = False
@@ -188,15 +244,58 @@ class ServerBase:
         return len(self._connections)
 
     @property
+    def ask_timeout(self) -> float:
+        """Seconds a new connection has to complete its ask, its TLS handshake included."""
+        return self._settings.ask_timeout
+
+    @property
+    def handshake_timeout(self) -> float | None:
+        """Seconds a TLS handshake may take (:attr:`ask_timeout`); ``None`` without TLS."""
+        return None if self.tls is None else self._settings.ask_timeout
+
+    @property
     def keepalive_interval(self) -> float:
         """Seconds without output after which a path gets a keep-alive."""
         return self._settings.keepalive_interval
 
     @property
     def url(self) -> str:
-        """The base URL, ``http://host:port``."""
-        return format_url(self.host, self.port)
+        """The base URL, ``http://host:port`` (``https://`` over TLS)."""
+        return format_url(self.host, self.port, tls=self.tls is not None)
 
     def publish(self, item: object) -> int:
         """``hub.publish(item)``: call it from the thread that runs the server."""
         return self.hub.publish(item)
+
+
+_Started = TypeVar("_Started")
+
+
+class Starting(Coroutine[Any, Any, _Started]):
+    """What the asyncio ``serve()`` returns: ``async with`` it, or await it for the server.
+
+    ``starting`` is the coroutine that starts ``server`` and returns it;
+    leaving the ``async with`` block closes the server.
+    """
+
+    def __init__(self, server: Any, starting: Coroutine[Any, Any, _Started]) -> None:
+        self._server = server
+        self._starting = starting
+
+    def __await__(self) -> Generator[Any, None, _Started]:
+        return self._starting.__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._starting.send(value)
+
+    def throw(self, *error: Any) -> Any:
+        return self._starting.throw(*error)
+
+    def close(self) -> None:
+        self._starting.close()
+
+    async def __aenter__(self) -> _Started:
+        return await self._starting
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._server.close()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
 
 from ..sansio.actions import (
     Connect,
@@ -30,9 +30,18 @@ from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ..sansio.serving import ServeSettings
-from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
+from ._common import (
+    READ_SIZE,
+    ServerBase,
+    Starting,
+    describe_error,
+    listen_driver,
+    run_exchange_handler,
+)
 
 if TYPE_CHECKING:
+    import ssl
+
     from typing_extensions import Unpack
 
     from ._common import ListenOptions, ServeOptions
@@ -46,17 +55,19 @@ _LIMIT = 2 * READ_SIZE
 def listen(
     url: str, **options: Unpack[ListenOptions]
 ) -> AsyncGenerator[Notification | Event, None]:
-    """Listen to the notifications of the server at ``url`` (``http://host:port[/base]``).
+    """Listen to the notifications of the server at ``url`` (``http[s]://host:port[/base]``).
 
     An async generator of each :class:`Notification` (every event with
     ``events=True``), asking again after every end of a path, until
     ``AttemptsExhausted``; ``aclose()`` or a cancellation stops it. The
     options (``ListenOptions``, docs/adapters.md) are checked by the call.
     """
-    return _listen(listen_driver(url, **options))
+    return _listen(*listen_driver(url, **options))
 
 
-async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, None]:
+async def _listen(
+    driver: ListenDriver, tls: ssl.SSLContext | None
+) -> AsyncGenerator[Notification | Event]:
     loop = asyncio.get_running_loop()
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
@@ -82,9 +93,10 @@ async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, 
                 # A write never blocks here; a failure shows up on the next read.
                 writer.write(action.data)
             elif type(action) is Connect:
-                connecting = asyncio.open_connection(action.host, action.port, limit=_LIMIT)
+                # Over TLS, the certificate is verified for action.host, the URL's.
+                opening = asyncio.open_connection(action.host, action.port, limit=_LIMIT, ssl=tls)
                 try:
-                    reader, writer = await asyncio.wait_for(connecting, action.timeout)
+                    reader, writer = await asyncio.wait_for(opening, action.timeout)
                 except (OSError, asyncio.TimeoutError) as error:
                     driver.connect_failed(loop.time(), describe_error(error))
                 else:
@@ -201,14 +213,17 @@ class Server(ServerBase):
 
     _settings: ServeSettings[ExchangeHandler]
 
-    def __init__(self, hub: Hub, settings: ServeSettings[ExchangeHandler]) -> None:
-        super().__init__(hub, settings)
+    def __init__(self, hub: Hub, handler: ExchangeHandler | None, options: ServeOptions) -> None:
+        super().__init__(hub, handler, options)
         self._server: asyncio.Server | None = None
         self._closed: asyncio.Task[None] | None = None
 
     async def _start(self, host: str, port: int) -> Server:
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._accepted, host, port, reuse_address=True)
+        tls, handshake = self.tls, self.handshake_timeout
+        self._server = await asyncio.start_server(
+            self._accepted, host, port, reuse_address=True, ssl=tls, ssl_handshake_timeout=handshake
+        )
         name = self._server.sockets[0].getsockname()
         self.host = str(name[0])
         self.port = int(name[1])
@@ -254,32 +269,6 @@ class Server(ServerBase):
         await self.close()
 
 
-class _Serving(Coroutine[Any, Any, Server]):
-    """What :func:`serve` returns: ``async with`` it, or await it for the running server."""
-
-    def __init__(self, server: Server, host: str, port: int) -> None:
-        self._server = server
-        self._starting = server._start(host, port)
-
-    def __await__(self) -> Generator[Any, None, Server]:
-        return self._starting.__await__()
-
-    def send(self, value: Any) -> Any:
-        return self._starting.send(value)
-
-    def throw(self, *error: Any) -> Any:
-        return self._starting.throw(*error)
-
-    def close(self) -> None:
-        self._starting.close()
-
-    async def __aenter__(self) -> Server:
-        return await self._starting
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self._server.close()
-
-
 def serve(
     hub: Hub,
     host: str = "127.0.0.1",
@@ -287,7 +276,7 @@ def serve(
     *,
     exchange_handler: ExchangeHandler | None = None,
     **options: Unpack[ServeOptions],
-) -> _Serving:
+) -> Starting[Server]:
     """Serve ``hub`` on ``host``:``port`` (0 picks a free port): ``async with serve(hub)``.
 
     Leaving the block closes it; ``await serve(hub)`` returns the running
@@ -296,5 +285,5 @@ def serve(
     function) answers them. The options (``ServeOptions``, docs/adapters.md)
     are checked by the call, before anything listens.
     """
-    settings = ServeSettings(exchange_handler=exchange_handler, **options)
-    return _Serving(Server(hub, settings), host, port)
+    server = Server(hub, exchange_handler, options)
+    return Starting(server, server._start(host, port))

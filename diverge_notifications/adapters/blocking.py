@@ -15,14 +15,21 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..sansio.actions import ExchangeResult, RunHandler, WaitUntil, Write
 from ..sansio.asks import Ask
 from ..sansio.hub import Hub
 from ..sansio.serving import ServeSettings
+from . import tls as _tls
 from ._blocking_listener import Listener
-from ._common import READ_SIZE, ClosedOnExit, ServerBase, call_exchange_handler, listen_driver
+from ._common import (
+    READ_SIZE,
+    ClosedOnExit,
+    ServerBase,
+    call_exchange_handler,
+    listen_driver,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -47,7 +54,7 @@ def listen(url: str, **options: Unpack[ListenOptions]) -> Listener:
     behaves the same; ``close()``, from any thread, stops it. The options are
     checked by the call, before any connection: :class:`ValueError`.
     """
-    return Listener(listen_driver(url, **options))
+    return Listener(*listen_driver(url, **options))
 
 
 # --- the server ----------------------------------------------------------------
@@ -101,6 +108,9 @@ class _Connection:
         selector: selectors.BaseSelector | None = None
         shut_down = False
         try:
+            # TLS on this thread: a slow handshake holds up no other peer.
+            server = self._server
+            sock = self.socket = _tls.secure_accepted(sock, server.tls, server.ask_timeout)
             # Inside the try: out of descriptors, the connection is closed
             # and forgotten like any other that fails.
             selector = selectors.DefaultSelector()
@@ -122,7 +132,9 @@ class _Connection:
                     timeout = None if at is None else max(0.0, at - time.monotonic())
                     for key, _ in selector.select(timeout):
                         if key.fileobj is sock:
-                            serving.data_received(time.monotonic(), sock.recv(READ_SIZE))
+                            data = _tls.receive_ready(sock, READ_SIZE)
+                            if data is not None:  # None: a TLS record is not whole yet
+                                serving.data_received(time.monotonic(), data)
                         else:
                             self.wakeup.clear()
                 elif type(action) is RunHandler:
@@ -142,7 +154,7 @@ class _Connection:
 
     def force_close(self) -> None:
         with contextlib.suppress(OSError):
-            self.socket.shutdown(socket.SHUT_RDWR)
+            socket.socket.shutdown(self.socket, socket.SHUT_RDWR)  # not TLS's: from any thread
 
 
 class Server(ServerBase, ClosedOnExit):
@@ -154,10 +166,8 @@ class Server(ServerBase, ClosedOnExit):
 
     _settings: ServeSettings[BlockingExchangeHandler]
 
-    def __init__(
-        self, hub: Hub, host: str, port: int, settings: ServeSettings[BlockingExchangeHandler]
-    ) -> None:
-        super().__init__(hub, settings)
+    def __init__(self, hub: Hub, host: str, port: int, handler: Any, options: ServeOptions) -> None:
+        super().__init__(hub, handler, options)
         #: Held around every call into the hub; hold it too to call the hub directly.
         self.lock = threading.RLock()
         self._connections_lock = threading.Lock()
@@ -286,5 +296,4 @@ def serve(
     ``serve``, checked the same way; ``exchange_handler`` returns its answer
     (it runs on the connection's thread).
     """
-    settings = ServeSettings(exchange_handler=exchange_handler, **options)
-    return Server(hub, host, port, settings)
+    return Server(hub, host, port, exchange_handler, options)

@@ -9,11 +9,17 @@ its own). Both offer ALPN ``http/1.1``, the one protocol spoken here.
 :func:`describe_tls_error` turns an :class:`ssl.SSLError` into the short,
 stable reason that ``ConnectionFailed`` and ``StreamBroken`` carry, e.g.
 ``"certificate verify failed: self-signed certificate"``.
+
+The blocking adapter's sockets get their TLS here too: :func:`connect`
+(a listener's connection, handshake included), :func:`secure_accepted`
+(a server's, with a handshake deadline) and :func:`receive_ready` (a read
+that a selector said could not block, which TLS must keep true).
 """
 
 from __future__ import annotations
 
 import re
+import socket
 import ssl
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -22,8 +28,11 @@ __all__ = [
     "ALPN_PROTOCOLS",
     "DEFAULT_HANDSHAKE_TIMEOUT",
     "client_context",
+    "connect",
     "describe_load_error",
     "describe_tls_error",
+    "receive_ready",
+    "secure_accepted",
     "server_context",
 ]
 
@@ -148,3 +157,68 @@ def describe_load_error(error: OSError) -> str:
     if words.lower() == "pem lib":
         return "no usable PEM certificate chain and private key"
     return words
+
+
+# --- blocking sockets ------------------------------------------------------------------------
+
+
+def connect(host: str, port: int, timeout: float, context: ssl.SSLContext | None) -> socket.socket:
+    """A blocking connection to ``host``:``port``, inside TLS when ``context`` is given.
+
+    ``timeout`` bounds the TCP connection and then, separately, the TLS
+    handshake (which verifies the certificate for ``host``). The socket is
+    closed if the handshake fails. Raises :class:`OSError` (an
+    :class:`ssl.SSLError` for TLS).
+    """
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if context is not None:
+            # wrap_socket() takes the descriptor over, and closes it if the handshake fails.
+            return context.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def secure_accepted(
+    sock: socket.socket, context: ssl.SSLContext | None, timeout: float
+) -> socket.socket:
+    """An accepted connection inside TLS, its handshake done within ``timeout`` seconds.
+
+    Without a ``context``, ``sock`` as it is. The socket is left blocking,
+    without a timeout, as it came. Raises :class:`OSError` (an
+    :class:`ssl.SSLError`, or ``TimeoutError``), and the connection is then
+    closed.
+    """
+    if context is None:
+        return sock
+    secured = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+    try:
+        secured.settimeout(timeout)
+        secured.do_handshake()
+        secured.settimeout(None)
+    except BaseException:
+        secured.close()
+        raise
+    return secured
+
+
+def receive_ready(sock: socket.socket, size: int) -> bytes | None:
+    """Read from a socket a selector reported readable, without blocking; ``b""`` at its end.
+
+    A plain socket has bytes (or its end) to give. Inside TLS the bytes
+    that woke the selector may be only part of a record, and a blocking
+    read would wait for the rest for as long as the peer likes: then
+    ``None``, nothing to decrypt yet.
+    """
+    if not isinstance(sock, ssl.SSLSocket):
+        return sock.recv(size)
+    sock.setblocking(False)
+    try:
+        return sock.recv(size)
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return None
+    finally:
+        sock.setblocking(True)

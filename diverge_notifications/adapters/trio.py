@@ -14,6 +14,7 @@ The hub is not thread-safe: publish from the trio thread (with
 from __future__ import annotations
 
 import math
+import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ..sansio.serving import ServeSettings
+from . import _trio_tls
 from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Server", "listen", "serve"]
 
-_STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+_STREAM_ERRORS = _trio_tls.STREAM_ERRORS
 
 
 def listen(
@@ -61,11 +63,13 @@ def listen(
     (the ``token`` included) are checked when ``listen`` is called, before
     any connection: :class:`ValueError` from the call itself.
     """
-    return _listen(listen_driver(url, **options))
+    return _listen(*listen_driver(url, **options))
 
 
-async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, None]:
-    stream: trio.SocketStream | None = None
+async def _listen(
+    driver: ListenDriver, tls: ssl.SSLContext | None
+) -> AsyncGenerator[Notification | Event, None]:
+    stream: trio.abc.Stream | None = None
     try:
         while True:
             action = driver.next_action(trio.current_time())
@@ -95,9 +99,9 @@ async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, 
                     driver.connection_lost(trio.current_time(), describe_error(error))
             elif type(action) is Connect:
                 try:
-                    with trio.fail_after(action.timeout):
-                        stream = await trio.open_tcp_stream(action.host, action.port)
-                except (OSError, trio.TooSlowError) as error:
+                    with trio.fail_after(action.timeout):  # the TLS handshake included
+                        stream = await _trio_tls.connect(action.host, action.port, tls)
+                except (*_STREAM_ERRORS, trio.TooSlowError) as error:
                     reason = "timed out" if isinstance(error, trio.TooSlowError) else None
                     driver.connect_failed(trio.current_time(), reason or describe_error(error))
                 else:
@@ -121,7 +125,7 @@ async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, 
 class _Connection:
     """One accepted connection: a reader task, and a loop performing the driver's actions."""
 
-    def __init__(self, server: Server, stream: trio.SocketStream) -> None:
+    def __init__(self, server: Server, stream: trio.abc.Stream) -> None:
         self._server = server
         self._stream = stream
         # Made when the connection is accepted: the ask's deadline starts now.
@@ -143,6 +147,9 @@ class _Connection:
     async def run(self) -> None:
         try:
             with self.cancel_scope:
+                if (secured := await _trio_tls.secure_accepted(self._stream, self._server)) is None:
+                    return  # the TLS handshake failed, or took longer than the ask may
+                self._stream = secured
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._read)
                     await self._serve()
@@ -198,8 +205,8 @@ class Server(ServerBase):
 
     _settings: ServeSettings[ExchangeHandler]
 
-    def __init__(self, hub: Hub, settings: ServeSettings[ExchangeHandler]) -> None:
-        super().__init__(hub, settings)
+    def __init__(self, hub: Hub, handler: ExchangeHandler | None, options: ServeOptions) -> None:
+        super().__init__(hub, handler, options)
         self._listeners: list[trio.SocketListener] = []
         self._closed = trio.Event()
 
@@ -277,8 +284,7 @@ async def serve(
     way: a bad ``token`` or option raises :class:`ValueError` when the
     block is entered, before anything listens.
     """
-    settings = ServeSettings(exchange_handler=exchange_handler, **options)
-    server = Server(hub, settings)
+    server = Server(hub, exchange_handler, options)
     server._listeners = await trio.open_tcp_listeners(port, host=host)
     name = server._listeners[0].socket.getsockname()
     server.host = str(name[0])

@@ -42,7 +42,7 @@ from .output import (
     stdout_is_a_terminal,
     write_json_line,
 )
-from .parser import check_listen_url, listen_tls_context, resolve_token
+from .parser import check_listen_url, check_plaintext_token, listen_tls_context, resolve_token
 from .running import (
     EXIT_BROKEN,
     EXIT_ERRORED,
@@ -138,18 +138,14 @@ async def _listen(
     status = EXIT_OK
     task = asyncio.current_task()
     assert task is not None
-    options: dict[str, Any] = {}
-    if tls is not None:
-        options["ssl"] = tls
-    if args.allow_plaintext_token:
-        options["allow_plaintext_token"] = True
     stream = listen(
         args.url,
         token=token,
         events=True,
         policy=ProxyPolicy(require_exchange=False),
         keepalive_interval=args.keepalive,
-        **options,
+        ssl=tls,
+        allow_plaintext_token=args.allow_plaintext_token,
     )
     started = False
     try:
@@ -203,6 +199,7 @@ def run_listen(args: argparse.Namespace) -> int:
         check_listen_url(args.url)
         token = resolve_token(args, listening=True)
         tls = listen_tls_context(args.url, args.cafile)
+        check_plaintext_token(args.url, token, allowed=args.allow_plaintext_token)
     except ValueError as error:
         say(f"{PROG} listen: error: {error}")
         return EXIT_USAGE

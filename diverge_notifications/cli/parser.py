@@ -26,6 +26,7 @@ __all__ = [
     "TOKEN_SOURCES",
     "build_parser",
     "check_listen_url",
+    "check_plaintext_token",
     "check_token",
     "listen_tls_context",
     "read_token_file",
@@ -231,6 +232,25 @@ def check_listen_url(url: str) -> str:
     except (LocalProtocolError, ValueError) as error:
         raise ValueError(f"malformed URL: {error}") from None
     return url
+
+
+def check_plaintext_token(url: str, token: str | None, *, allowed: bool) -> None:
+    """Refuse, as the listener would, a token in cleartext to a host that is not loopback.
+
+    The listener's own rule (:func:`~..sansio.urls.check_token_transport`),
+    said with the option that lifts it, ``--allow-plaintext-token``. Raises
+    ``ValueError``.
+    """
+    from ..sansio.urls import PlaintextTokenRefused, check_token_transport, parse_url
+
+    endpoint = parse_url(url)
+    try:
+        check_token_transport(endpoint, token, allow_plaintext_token=allowed)
+    except PlaintextTokenRefused:
+        raise ValueError(
+            f"refusing to send the token in cleartext over http:// to {endpoint.host}, which "
+            "is not a loopback address: use an https:// URL, or --allow-plaintext-token"
+        ) from None
 
 
 def check_token(token: str, *, listening: bool, source: str = "--token") -> str:

@@ -43,6 +43,7 @@ from .events import (
     Event,
     NotificationReceived,
     ReaskNeeded,
+    StreamBroken,
     StreamOpened,
 )
 from .framing import DEFAULT_MAX_FRAME_SIZE
@@ -51,11 +52,12 @@ from .policy import ProxyPolicy
 from .proxy import ProxyConnection
 from .sequence import Profile
 from .serving import DEFAULT_KEEPALIVE_INTERVAL, check_positive
-from .urls import parse_url
+from .urls import check_token_transport, parse_url
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "LISTEN_TRANSITIONS",
+    "TLS_HINT",
     "ListenDriver",
     "ListenInput",
     "ListenOutcome",
@@ -70,6 +72,11 @@ DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 def idle_timeout_reason(seconds: float) -> str:
     """The ``StreamBroken`` reason of a path that stayed silent too long."""
     return f"idle timeout: no data for {seconds:g} s"
+
+
+#: Added to the ``StreamBroken`` reason of a plain ``http://`` connection that ended before
+#: any byte of an answer: what a TLS server does with a request that is not TLS.
+TLS_HINT: Final = "; if the server speaks TLS, use an https:// URL"
 
 
 _DISCONNECT: Final = Disconnect()
@@ -180,7 +187,11 @@ class ListenDriver:
     The ask is built once here, as every attempt builds it: a ``token`` (or
     an authority) that cannot go into a request (empty, non-ASCII, a control
     character, trailing white space...) is a :class:`ValueError` now, not a
-    failure of the first attempt.
+    failure of the first attempt. So is a ``token`` that would go in
+    cleartext (an ``http://`` URL) to a host that is not loopback, unless
+    ``allow_plaintext_token`` (:func:`~.urls.check_token_transport`).
+    An ``https://`` URL is the adapters' to wrap in TLS: the driver sees
+    the same bytes, and connects to port 443 unless told another.
     """
 
     def __init__(
@@ -195,10 +206,12 @@ class ListenDriver:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         random: Callable[[], float] | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        allow_plaintext_token: bool = False,
     ) -> None:
         check_positive("keepalive_interval", keepalive_interval)
         check_positive("connect_timeout", connect_timeout)
         self.endpoint = parse_url(url)
+        check_token_transport(self.endpoint, token, allow_plaintext_token=allow_plaintext_token)
         self.policy = policy if policy is not None else ProxyPolicy(require_exchange=False)
         if self.policy.ask_at() is None and not self.policy.exhausted:
             raise ValueError(
@@ -215,6 +228,9 @@ class ListenDriver:
         self._receive = Receive(timeout=self.idle_timeout)
         self._state = ListenState.IDLE
         self._connection: ProxyConnection | None = None
+        #: True while a plain HTTP connection got nothing back and was not
+        #: given up for silence: if it ends now, the server may speak TLS.
+        self._tls_unsaid = False
         self._actions: deque[ListenAction] = deque()
         try:
             self._new_connection()
@@ -251,6 +267,8 @@ class ListenDriver:
         connection = self._connection
         if self._state not in _DATA_STATES or connection is None:
             raise LocalProtocolError(self._refusal(_In.DATA))
+        if data:
+            self._tls_unsaid = False
         connection.receive_data(data)
         delivered, ended = self._drain(now, connection)
         self._step(_In.DATA_ENDS if ended else _In.DATA, now, delivered)
@@ -265,6 +283,7 @@ class ListenDriver:
 
     def timed_out(self, now: float) -> None:
         """``Receive`` waited :attr:`idle_timeout` seconds and got nothing."""
+        self._tls_unsaid = False  # a TLS server answers a request that is not TLS at once
         self._step(_In.TIMED_OUT, now, idle_timeout_reason(self.idle_timeout))
 
     # -- internals ----------------------------------------------------------------
@@ -294,6 +313,7 @@ class ListenDriver:
     def _connect(self, now: float, value: object) -> Connect:
         self.policy.ask_started(now)
         self._connection = self._new_connection()
+        self._tls_unsaid = not self.endpoint.tls
         endpoint = self.endpoint
         return Connect(host=endpoint.host, port=endpoint.port, timeout=self._connect_timeout)
 
@@ -363,6 +383,10 @@ class ListenDriver:
                 continue
             if isinstance(event, StreamOpened):
                 policy.path_opened(now)
+            elif type(event) is StreamBroken and self._tls_unsaid:
+                # Over http://, an end before any byte of an answer is what a
+                # TLS server does with a request that is not TLS: say so.
+                event = StreamBroken(reason=event.reason + TLS_HINT)
             if events:
                 delivered.append(event)
             if isinstance(event, ReaskNeeded):
