@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 import pytest
+from interop import ServeProcess
 
 try:
     import trustme
@@ -122,3 +123,10 @@ def tls_files(
     files.cert.write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
     server.private_key_pem.write_to_path(str(files.key))
     return files
+
+
+def tls_serve(files: TlsFiles, *args: str, stdin: bool = False) -> ServeProcess:
+    """``serve --certfile --keyfile ARGS`` with the certificate of ``files``, started."""
+    return ServeProcess(
+        "--certfile", str(files.cert), "--keyfile", str(files.key), *args, stdin=stdin
+    )

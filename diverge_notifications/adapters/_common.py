@@ -249,11 +249,6 @@ class ServerBase:
         return self._settings.ask_timeout
 
     @property
-    def handshake_timeout(self) -> float | None:
-        """Seconds a TLS handshake may take (:attr:`ask_timeout`); ``None`` without TLS."""
-        return None if self.tls is None else self._settings.ask_timeout
-
-    @property
     def keepalive_interval(self) -> float:
         """Seconds without output after which a path gets a keep-alive."""
         return self._settings.keepalive_interval

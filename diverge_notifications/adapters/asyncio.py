@@ -38,6 +38,7 @@ from ._common import (
     listen_driver,
     run_exchange_handler,
 )
+from .tls import asyncio_server_options
 
 if TYPE_CHECKING:
     import ssl
@@ -220,9 +221,10 @@ class Server(ServerBase):
 
     async def _start(self, host: str, port: int) -> Server:
         self._loop = asyncio.get_running_loop()
-        tls, handshake = self.tls, self.handshake_timeout
+        settings = self._settings  # the handshake is part of the time an ask may take
+        tls = asyncio_server_options(self.tls, settings.ask_timeout, settings.close_timeout)
         self._server = await asyncio.start_server(
-            self._accepted, host, port, reuse_address=True, ssl=tls, ssl_handshake_timeout=handshake
+            self._accepted, host, port, reuse_address=True, **tls
         )
         name = self._server.sockets[0].getsockname()
         self.host = str(name[0])

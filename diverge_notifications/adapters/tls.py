@@ -21,12 +21,13 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+import sys
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "ALPN_PROTOCOLS",
-    "DEFAULT_HANDSHAKE_TIMEOUT",
+    "asyncio_server_options",
     "client_context",
     "connect",
     "describe_load_error",
@@ -38,9 +39,6 @@ __all__ = [
 
 #: What a TLS client offers and a TLS server accepts in ALPN.
 ALPN_PROTOCOLS: Final = ("http/1.1",)
-
-#: Seconds a TLS handshake may take, on either side, before the connection is given up.
-DEFAULT_HANDSHAKE_TIMEOUT: Final = 10.0
 
 
 def client_context(cafile: str | None = None) -> ssl.SSLContext:
@@ -157,6 +155,23 @@ def describe_load_error(error: OSError) -> str:
     if words.lower() == "pem lib":
         return "no usable PEM certificate chain and private key"
     return words
+
+
+def asyncio_server_options(
+    context: ssl.SSLContext | None, handshake_timeout: float, shutdown_timeout: float
+) -> dict[str, Any]:
+    """The keyword arguments of ``asyncio.start_server`` for serving TLS with ``context``.
+
+    None without a context. Both ends of a TLS connection are bounded: the
+    handshake by ``handshake_timeout``, and (from Python 3.11, where asyncio
+    waits for the peer's own TLS close) the closing by ``shutdown_timeout``.
+    """
+    if context is None:
+        return {}
+    options: dict[str, Any] = {"ssl": context, "ssl_handshake_timeout": handshake_timeout}
+    if sys.version_info >= (3, 11):
+        options["ssl_shutdown_timeout"] = shutdown_timeout
+    return options
 
 
 # --- blocking sockets ------------------------------------------------------------------------
