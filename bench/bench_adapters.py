@@ -5,6 +5,11 @@ published into the hub and received by the listener over a TCP loopback
 connection (HTTP/1.1, chunked, frames). The clock runs from the first
 publish to the last notification received.
 
+Each adapter is measured over TLS too (``https://``, a certificate made
+with trustme, the dev dependency; TLS 1.3 on loopback), beside plain HTTP,
+and the closing note gives the ratio TLS / plain for each: what encryption
+costs on a path.
+
 For comparison, the official MCP Python SDK (``mcp`` 2.x) delivers the same
 number of progress notifications from an ``MCPServer`` tool
 (``ctx.report_progress`` in a loop) to a client session's progress callback.
@@ -22,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import sys
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
@@ -46,6 +52,39 @@ from diverge_notifications.sansio.events import Event
 from diverge_notifications.sansio.policy import ProxyPolicy
 
 DEFAULT_N = 20_000
+
+
+class Tls(NamedTuple):
+    """The two ends of TLS for one measurement: the server's context and the listener's."""
+
+    server: ssl.SSLContext
+    client: ssl.SSLContext
+
+
+def make_tls() -> Tls | None:
+    """A loopback certificate and the contexts that use it; ``None`` without trustme."""
+    try:
+        import trustme
+    except ImportError:
+        return None
+    from diverge_notifications.adapters.tls import ALPN_PROTOCOLS
+
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    for context in (server, client):
+        context.set_alpn_protocols(list(ALPN_PROTOCOLS))
+    return Tls(server=server, client=client)
+
+
+def serve_options(tls: Tls | None) -> dict[str, Any]:
+    return {} if tls is None else {"ssl": tls.server}
+
+
+def listen_options(tls: Tls | None) -> dict[str, Any]:
+    return {"events": True, "policy": policy(), **({} if tls is None else {"ssl": tls.client})}
 
 
 def progress(index: int, total: int) -> Notification:
@@ -82,35 +121,35 @@ async def measure_async(
         return n / (time.perf_counter() - started)
 
 
-def bench_asyncio(n: int) -> float:
+def bench_asyncio(n: int, tls: Tls | None = None) -> float:
     async def main() -> float:
         notifications = [progress(index, n) for index in range(n)]
         hub = Hub(queue_size=n)  # the measurement is throughput, not the queue bound
-        async with asyncio_adapter.serve(hub) as server:
-            items = asyncio_adapter.listen(server.url, events=True, policy=policy())
+        async with asyncio_adapter.serve(hub, **serve_options(tls)) as server:
+            items = asyncio_adapter.listen(server.url, **listen_options(tls))
             return await measure_async(items, hub, notifications)
 
     return asyncio.run(main())
 
 
-def bench_trio(n: int) -> float:
+def bench_trio(n: int, tls: Tls | None = None) -> float:
     async def main() -> float:
         notifications = [progress(index, n) for index in range(n)]
         hub = Hub(queue_size=n)
-        async with trio_adapter.serve(hub) as server:
-            items = trio_adapter.listen(server.url, events=True, policy=policy())
+        async with trio_adapter.serve(hub, **serve_options(tls)) as server:
+            items = trio_adapter.listen(server.url, **listen_options(tls))
             return await measure_async(items, hub, notifications)
 
     return trio.run(main)
 
 
-def bench_blocking(n: int) -> float:
+def bench_blocking(n: int, tls: Tls | None = None) -> float:
     notifications = [progress(index, n) for index in range(n)]
     hub = Hub(queue_size=n)
 
     with (
-        blocking_adapter.serve(hub) as server,
-        blocking_adapter.listen(server.url, events=True, policy=policy()) as items,
+        blocking_adapter.serve(hub, **serve_options(tls)) as server,
+        blocking_adapter.listen(server.url, **listen_options(tls)) as items,
     ):
         for item in items:
             if isinstance(item, StreamOpened):
@@ -184,8 +223,15 @@ def bench_sdk_memory(n: int) -> float:
 # --- main -------------------------------------------------------------------------------
 
 
-def best_of(runs: int, bench: Callable[[int], float], n: int) -> float:
-    return max(bench(n) for _ in range(runs))
+def best_of(runs: int, bench: Callable[..., float], n: int, *args: Any) -> float:
+    return max(bench(n, *args) for _ in range(runs))
+
+
+ADAPTERS: dict[str, Callable[..., float]] = {
+    "diverge asyncio": bench_asyncio,
+    "diverge trio": bench_trio,
+    "diverge blocking": bench_blocking,
+}
 
 
 def main() -> None:
@@ -194,12 +240,13 @@ def main() -> None:
         return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_N
     have_sdk = HAVE_SDK
+    tls = make_tls()
     print(f"{n} notifications, one server, one listener, TCP loopback (best of 3)")
-    results = {
-        "diverge asyncio": best_of(3, bench_asyncio, n),
-        "diverge trio": best_of(3, bench_trio, n),
-        "diverge blocking": best_of(3, bench_blocking, n),
-    }
+    results: dict[str, float] = {}
+    for name, bench in ADAPTERS.items():
+        results[name] = best_of(3, bench, n)
+        if tls is not None:
+            results[f"{name} over TLS"] = best_of(3, bench, n, tls)
     if have_sdk:
         results["MCP SDK stdio"] = best_of(3, bench_sdk_stdio, n)
         results["MCP SDK in-memory (reference)"] = best_of(3, bench_sdk_memory, n)
@@ -207,12 +254,18 @@ def main() -> None:
         print(f"  {name:32} {rate:12,.0f} notifications/s")
     if have_sdk:
         sdk = results["MCP SDK stdio"]
-        for name in ("diverge asyncio", "diverge trio", "diverge blocking"):
+        for name in ADAPTERS:
             print(f"  {name} / MCP SDK stdio: {results[name] / sdk:.1f}x")
         memory = results["MCP SDK in-memory (reference)"]
         print(f"  diverge asyncio / MCP SDK in-memory: {results['diverge asyncio'] / memory:.1f}x")
     else:
         print("  (the 'mcp' package is not installed: no SDK comparison)")
+    if tls is not None:
+        for name in ADAPTERS:
+            ratio = results[f"{name} over TLS"] / results[name]
+            print(f"  {name} over TLS / plain: {ratio:.2f}x")
+    else:
+        print("  (the 'trustme' package is not installed: no TLS rows)")
 
 
 if __name__ == "__main__":
