@@ -4,7 +4,9 @@ With ``--stdin`` each line of standard input is published as one
 notification (a line too long for a frame, or not a notification, is
 reported on standard error and skipped); with ``--mcp-stdio`` or
 ``--mcp-url`` the bridge relays an MCP server's notifications (the ``mcp``
-extra). SIGINT or SIGTERM ends every open path cleanly.
+extra). SIGINT or SIGTERM ends every open path cleanly. The token comes
+from ``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
+(:func:`~.parser.resolve_token`); with ``--certfile`` the server speaks TLS.
 """
 
 from __future__ import annotations
