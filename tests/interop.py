@@ -467,3 +467,27 @@ def running_nginx(folder: Path, servers: str, port: int) -> Iterator[None]:
                 process.wait()
         assert process.stderr is not None
         process.stderr.close()
+
+
+def listen_through(url: str, serve: ServeProcess, published: Sequence[bytes], *args: str) -> None:
+    """``listen URL --once --events ARGS`` gets what ``serve`` publishes intact, then the clean end.
+
+    ``serve`` (started with ``--stdin``) publishes each line once the path
+    is open, then is interrupted, which ends the path cleanly: the listener
+    must print every notification, in order and byte for byte, and the
+    events of one whole path.
+    """
+    with ListenProcess(url, "--once", "--events", *args) as listen:
+        listen.wait_for_event("StreamOpened")
+        for line in published:
+            serve.send_line(line)
+        assert listen.stdout is not None
+        listen.stdout.wait_for_count(len(published))
+        assert serve.interrupt() == 0
+        assert listen.wait() == 0, listen.stderr.text()  # the clean end came through
+        received = listen.notification_lines()
+        names = [record["event"] for record in listen.events()]
+    assert len(received) == len(published)
+    for index, (got, sent) in enumerate(zip(received, published, strict=True)):
+        assert got == sent, f"notification {index} changed on the way"
+    assert names == ["StreamOpened", *["NotificationReceived"] * len(published), "StreamEnded"]

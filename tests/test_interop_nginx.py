@@ -30,6 +30,7 @@ from interop import (
     ServeProcess,
     find_binary,
     free_port,
+    listen_through,
     running_nginx,
 )
 
@@ -80,21 +81,7 @@ def _notifications(count: int) -> list[bytes]:
 def test_notifications_pass_nginx_intact_and_in_order(serve: ServeProcess, nginx_url: str) -> None:
     published = _notifications(60)
     assert max(len(line) for line in published) > 8 * 1024
-    with ListenProcess(nginx_url, "--once", "--events") as listen:
-        listen.wait_for_event("StreamOpened")
-        for line in published:
-            serve.send_line(line)
-        assert listen.stdout is not None
-        listen.stdout.wait_for_count(len(published))
-        assert serve.interrupt() == 0
-        assert listen.wait() == 0  # the clean end came through nginx
-        received = listen.notification_lines()
-        events = listen.events()
-    assert len(received) == len(published)
-    for index, (got, sent) in enumerate(zip(received, published, strict=True)):
-        assert got == sent, f"notification {index} changed on the way"
-    names = [record["event"] for record in events]
-    assert names == ["StreamOpened", *["NotificationReceived"] * len(published), "StreamEnded"]
+    listen_through(nginx_url, serve, published)
 
 
 def test_nginx_splits_a_large_frame_across_chunks(serve: ServeProcess, nginx_url: str) -> None:

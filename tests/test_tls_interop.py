@@ -32,6 +32,7 @@ from interop import (
     find_binary,
     free_port,
     kill_if_running,
+    listen_through,
     running_nginx,
 )
 from tls import requires_trustme, tls_files, tls_serve
@@ -186,22 +187,6 @@ def _nginx(folder: Path, block: str, **values: object) -> Iterator[int]:
         yield port
 
 
-def _listen_through(url: str, serve: ServeProcess, published: list[bytes], *args: str) -> None:
-    """``listen URL --once --events ARGS`` gets ``published`` intact, and the clean end."""
-    with ListenProcess(url, "--once", "--events", *args) as listen:
-        listen.wait_for_event("StreamOpened")
-        for line in published:
-            serve.send_line(line)
-        assert listen.stdout is not None
-        listen.stdout.wait_for_count(len(published))
-        assert serve.interrupt() == 0
-        assert listen.wait() == 0, listen.stderr.text()
-        received = listen.notification_lines()
-        names = [record["event"] for record in listen.events()]
-    assert received == published
-    assert names == ["StreamOpened", *["NotificationReceived"] * len(published), "StreamEnded"]
-
-
 @needs_nginx
 def test_listen_over_tls_to_nginx_in_front_of_a_plain_serve(tmp_path: Path) -> None:
     files = tls_files(tmp_path / "certificates")
@@ -211,7 +196,7 @@ def test_listen_over_tls_to_nginx_in_front_of_a_plain_serve(tmp_path: Path) -> N
         values = {"upstream": serve.port, "cert": files.cert, "key": files.key}
         with _nginx(tmp_path, block, **values) as port:
             url = f"https://localhost:{port}"
-            _listen_through(url, serve, published, "--cafile", str(files.ca))
+            listen_through(url, serve, published, "--cafile", str(files.ca))
 
 
 @needs_nginx
@@ -220,7 +205,7 @@ def test_nginx_verifies_a_tls_serve_and_passes_the_path_on(tmp_path: Path) -> No
     published = _published(20)
     serve = tls_serve(files, "--stdin", "--keepalive", "0.5", stdin=True)
     with serve, _nginx(tmp_path, TLS_UPSTREAM, upstream=serve.port, ca=files.ca) as port:
-        _listen_through(f"http://127.0.0.1:{port}", serve, published)
+        listen_through(f"http://127.0.0.1:{port}", serve, published)
 
 
 @needs_nginx
