@@ -16,9 +16,8 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 
-from ..sansio.actions import Connect, Deliver, Disconnect, Receive, Send, Sleep
+from ..sansio.actions import ClientDriver, Connect, Deliver, Disconnect, Receive, Send, Sleep
 from ..sansio.events import Event
-from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ._common import READ_SIZE, ClosedOnExit, describe_error
 
@@ -34,7 +33,7 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
     close it.
     """
 
-    def __init__(self, driver: ListenDriver) -> None:
+    def __init__(self, driver: ClientDriver) -> None:
         self._driver = driver
         self._stop = threading.Event()
         # Held for the whole of each next(): close() tries it to learn

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from ..sansio.actions import (
+    ClientDriver,
     Connect,
     Deliver,
     Disconnect,
@@ -27,7 +28,6 @@ from ..sansio.actions import (
 )
 from ..sansio.events import Event
 from ..sansio.hub import Hub
-from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ..sansio.serving import ServeSettings
 from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
@@ -56,7 +56,7 @@ def listen(
     return _listen(listen_driver(url, **options))
 
 
-async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, None]:
+async def _listen(driver: ClientDriver) -> AsyncGenerator[Notification | Event, None]:
     loop = asyncio.get_running_loop()
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..sansio.actions import (
+    ClientDriver,
     Connect,
     Deliver,
     Disconnect,
@@ -34,7 +35,6 @@ from ..sansio.actions import (
 )
 from ..sansio.events import Event
 from ..sansio.hub import Hub
-from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ..sansio.serving import ServeSettings
 from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
@@ -64,7 +64,7 @@ def listen(
     return _listen(listen_driver(url, **options))
 
 
-async def _listen(driver: ListenDriver) -> AsyncGenerator[Notification | Event, None]:
+async def _listen(driver: ClientDriver) -> AsyncGenerator[Notification | Event, None]:
     stream: trio.SocketStream | None = None
     try:
         while True:

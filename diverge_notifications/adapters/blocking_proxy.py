@@ -1,0 +1,150 @@
+"""The blocking proxy: :class:`Proxy`, exchanges of kinds 0-3 and the notifications they unlock.
+
+Every decision is the sans-IO :class:`~diverge_notifications.sansio.proxying.ProxyDriver`'s;
+each exchange and the notification ask run on the blocking adapter's
+:class:`~._blocking_listener.Listener`, so they move bytes exactly as
+:func:`~.blocking.listen` does. Exchanges may be made from several threads
+at once and the notifications read on another; :meth:`Proxy.close`, from
+any thread, stops them all.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Generator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..sansio.actions import ClientDriver
+from ..sansio.asks import Ask
+from ..sansio.events import Event, ResultReceived
+from ..sansio.mcp import Notification
+from ..sansio.proxying import (
+    ExchangeError,
+    ExchangeFailed,
+    ProxyDriver,
+    call_tool_ask,
+    list_resources_ask,
+    list_tools_ask,
+    read_resource_ask,
+    result_object,
+)
+from ._blocking_listener import Listener
+from ._common import ClosedOnExit
+from ._proxy import proxy_driver
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._proxy import ProxyOptions
+
+__all__ = ["ExchangeError", "ExchangeFailed", "Proxy", "ProxyClosed"]
+
+
+class ProxyClosed(RuntimeError):
+    """The proxy was closed: it makes no exchange and reads no notification any more."""
+
+
+class Proxy(ClosedOnExit):
+    """A proxy of the server at ``url`` (``http://host:port[/base]``), on blocking sockets.
+
+    The methods of the asyncio ``Proxy``, blocking: each exchange returns
+    its result (or raises :class:`ExchangeError` or :class:`ExchangeFailed`),
+    and :meth:`notifications` is a blocking iterator that waits for the
+    first answered exchange, then asks. :meth:`close` (or leaving a
+    ``with`` block) stops everything from any thread: an exchange in
+    progress raises :class:`ExchangeFailed`, the notifications iterator
+    stops, and later calls raise :class:`ProxyClosed`.
+    """
+
+    def __init__(self, url: str, **options: Unpack[ProxyOptions]) -> None:
+        self.driver: ProxyDriver = proxy_driver(url, **options)
+        # The driver is not thread-safe: every call into it is made under
+        # this lock, but for the listener's own, which only its thread makes.
+        self._lock = threading.Lock()
+        self._may_listen = threading.Event()
+        self._closed = False
+        self._running: set[Listener] = set()
+        if self.driver.may_listen:
+            self._may_listen.set()
+
+    def _runner(self, driver: ClientDriver) -> Listener:
+        """A loop performing ``driver``'s actions, stopped by :meth:`close`; under the lock."""
+        if self._closed:
+            raise ProxyClosed("the proxy is closed")
+        runner = Listener(driver)
+        self._running.add(runner)
+        return runner
+
+    def exchange(self, ask: Ask) -> ResultReceived:
+        """One exchange of kinds 0-3: the result, as parsed and as its bytes (``raw``)."""
+        with self._lock:
+            exchange = self.driver.exchange(ask)
+            runner = self._runner(exchange)
+        try:
+            for _ in runner:
+                pass  # an exchange delivers nothing: its outcome is its answer
+        finally:
+            runner.close()
+            with self._lock:
+                self._running.discard(runner)
+                if self.driver.exchange_ended(exchange, time.monotonic()):
+                    self._may_listen.set()
+        return exchange.answer()
+
+    def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        """``tools/list``: the result, ``{"tools": [...]}`` (and ``nextCursor`` for more)."""
+        return result_object(self.exchange(list_tools_ask(cursor)))
+
+    def list_resources(self, cursor: str | None = None) -> dict[str, Any]:
+        """``resources/list``: the result, ``{"resources": [...]}``."""
+        return result_object(self.exchange(list_resources_ask(cursor)))
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        progress_token: str | int | None = None,
+    ) -> dict[str, Any]:
+        """``tools/call``: the result; the progress of ``progress_token`` comes on the path."""
+        return result_object(
+            self.exchange(call_tool_ask(name, arguments, progress_token=progress_token))
+        )
+
+    def read_resource(self, uri: str) -> dict[str, Any]:
+        """``resources/read``: the result, ``{"contents": [...]}``."""
+        return result_object(self.exchange(read_resource_ask(uri)))
+
+    def notifications(self) -> Iterator[Notification | Event]:
+        """What the one notification ask brings: a blocking iterator (every event with ``events``).
+
+        It waits for the first answered exchange (made on another thread)
+        before asking. One reader at a time: a second one raises
+        ``LocalProtocolError`` at its first ``next()``. Close it (``close()``,
+        or ``contextlib.closing``) to stop reading; :meth:`close` stops it too.
+        """
+        return self._notifications()
+
+    def _notifications(self) -> Generator[Notification | Event, None, None]:
+        self._may_listen.wait()  # close() sets it too, to let the waiter go
+        with self._lock:
+            if self._closed:
+                return
+            runner = self._runner(self.driver.open_notifications())
+        try:
+            yield from runner
+        finally:
+            runner.close()
+            with self._lock:
+                self._running.discard(runner)
+                self.driver.close_notifications(time.monotonic())
+
+    def close(self) -> None:
+        """Stop every exchange and the notifications, from any thread; more than once is fine."""
+        with self._lock:
+            self._closed = True
+            running = list(self._running)
+        self._may_listen.set()
+        for runner in running:
+            runner.close()
