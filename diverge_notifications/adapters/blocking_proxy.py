@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from ._proxy import ProxyOptions
 
-__all__ = ["ExchangeError", "ExchangeFailed", "Proxy", "ProxyClosed"]
+__all__ = ["ExchangeError", "ExchangeFailed", "Notifications", "Proxy", "ProxyClosed"]
 
 
 class ProxyClosed(RuntimeError):
@@ -62,11 +62,10 @@ class Proxy(ClosedOnExit):
         # The driver is not thread-safe: every call into it is made under
         # this lock, but for the listener's own, which only its thread makes.
         self._lock = threading.Lock()
-        self._may_listen = threading.Event()
+        # Notified when the ask is unlocked, and on every close.
+        self._changed = threading.Condition(self._lock)
         self._closed = False
         self._running: set[Listener] = set()
-        if self.driver.may_listen:
-            self._may_listen.set()
 
     def _runner(self, driver: ClientDriver) -> Listener:
         """A loop performing ``driver``'s actions, stopped by :meth:`close`; under the lock."""
@@ -89,7 +88,7 @@ class Proxy(ClosedOnExit):
             with self._lock:
                 self._running.discard(runner)
                 if self.driver.exchange_ended(exchange, time.monotonic()):
-                    self._may_listen.set()
+                    self._changed.notify_all()
         return exchange.answer()
 
     def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
@@ -116,35 +115,89 @@ class Proxy(ClosedOnExit):
         """``resources/read``: the result, ``{"contents": [...]}``."""
         return result_object(self.exchange(read_resource_ask(uri)))
 
-    def notifications(self) -> Iterator[Notification | Event]:
+    def notifications(self) -> Notifications:
         """What the one notification ask brings: a blocking iterator (every event with ``events``).
 
         It waits for the first answered exchange (made on another thread)
         before asking. One reader at a time: a second one raises
-        ``LocalProtocolError`` at its first ``next()``. Close it (``close()``,
-        or ``contextlib.closing``) to stop reading; :meth:`close` stops it too.
+        ``LocalProtocolError`` at its first ``next()``. Its ``close()``, from
+        any thread, stops it; so does :meth:`close`.
         """
-        return self._notifications()
+        return Notifications(self)
 
-    def _notifications(self) -> Generator[Notification | Event, None, None]:
-        self._may_listen.wait()  # close() sets it too, to let the waiter go
+    def _listener(self, reader: Notifications) -> Listener | None:
+        """Wait until the ask may be made: its loop, or ``None`` once ``reader`` or all closed."""
+        with self._changed:
+            while not (self.driver.may_listen or self._closed or reader.closed):
+                self._changed.wait()
+            if self._closed or reader.closed:
+                return None
+            return self._runner(self.driver.open_notifications())
+
+    def _listened(self, runner: Listener) -> None:
+        """A reader's loop is over: its ask ends (the policy counts it)."""
+        runner.close()
         with self._lock:
-            if self._closed:
-                return
-            runner = self._runner(self.driver.open_notifications())
-        try:
-            yield from runner
-        finally:
-            runner.close()
-            with self._lock:
-                self._running.discard(runner)
-                self.driver.close_notifications(time.monotonic())
+            self._running.discard(runner)
+            self.driver.close_notifications(time.monotonic())
+
+    def _wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def close(self) -> None:
         """Stop every exchange and the notifications, from any thread; more than once is fine."""
-        with self._lock:
+        with self._changed:
             self._closed = True
             running = list(self._running)
-        self._may_listen.set()
+            self._changed.notify_all()
         for runner in running:
             runner.close()
+
+
+class Notifications(ClosedOnExit, Iterator["Notification | Event"]):
+    """The blocking iterator of :meth:`Proxy.notifications`.
+
+    :meth:`close` stops it from the iterating thread or any other: a wait
+    for the first exchange, a read or a backoff sleep ends at once, and
+    ``next()`` then raises ``StopIteration``.
+    """
+
+    def __init__(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+        self.closed = False
+        self._runner: Listener | None = None
+        # Held for the whole of each next(), as the listener's own lock is.
+        self._next_lock = threading.Lock()
+        self._items = self._run()
+
+    def __iter__(self) -> Notifications:
+        return self
+
+    def __next__(self) -> Notification | Event:
+        with self._next_lock:
+            return next(self._items)
+
+    def close(self) -> None:
+        """Stop reading; safe from any thread, and more than once."""
+        self.closed = True
+        runner = self._runner
+        if runner is not None:
+            runner.close()
+        self._proxy._wake()
+        if self._next_lock.acquire(blocking=False):
+            try:
+                self._items.close()  # nobody is inside it: finish it here
+            finally:
+                self._next_lock.release()
+
+    def _run(self) -> Generator[Notification | Event, None, None]:
+        runner = self._runner = self._proxy._listener(self)
+        if runner is None:
+            return
+        try:
+            if self.closed:  # closed while the loop was being made
+                return
+            yield from runner
+        finally:
+            self._proxy._listened(runner)
