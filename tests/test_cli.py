@@ -357,7 +357,12 @@ def test_malformed_url_exits_2_as_a_process() -> None:
 
 
 @pytest.mark.parametrize(
-    "option", [["--mcp-stdio", "python -m some_server"], ["--mcp-url", "http://127.0.0.1:1/mcp"]]
+    "option",
+    [
+        ["--mcp-stdio", "python -m some_server"],
+        ["--mcp-url", "http://127.0.0.1:1/mcp"],
+        ["--mcp-config", "mcp.json"],
+    ],
 )
 def test_mcp_options_without_mcp_exit_2(option: list[str]) -> None:
     result = run_without_mcp(["serve", "--port", "0", "--stdin", *option])
