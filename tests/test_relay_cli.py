@@ -34,6 +34,7 @@ pytest.importorskip("mcp")
 
 from interop import HANG_GUARD, ROOT, ListenProcess, ServeProcess, cli_command, cli_env, run_cli
 from test_relay_everything import everything  # the fixture: server-everything from npm
+from test_relay_forwarding import ENV_SERVER
 from test_relay_support import Tee, example_command, free_port, wait_for_port
 
 from diverge_notifications.adapters import asyncio_proxy, blocking_proxy, trio_proxy
@@ -290,21 +291,6 @@ def test_mcp_config_with_two_servers_lists_both_and_names_both_for_a_shared_tool
 
 
 # --- the environment, the headers, the mode ---------------------------------------------------
-
-ENV_SERVER: Final = textwrap.dedent(
-    """
-    import json, os
-    from mcp.server.mcpserver import MCPServer
-
-    server = MCPServer("env")
-
-    @server.tool()
-    def environment() -> str:
-        return json.dumps(dict(os.environ))
-
-    server.run()
-    """
-)
 
 
 def test_mcp_env_reaches_the_server_and_the_parents_secrets_do_not(tmp_path: Path) -> None:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import random as _random
-from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from collections.abc import AsyncGenerator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..sansio.actions import ClientDriver
 from ..sansio.asks import Ask
 from ..sansio.events import Event, ResultReceived
 from ..sansio.mcp import Notification
-from ..sansio.policy import ProxyPolicy
 from ..sansio.proxying import (
     ProxyDriver,
     call_tool_ask,
@@ -28,7 +27,7 @@ from ..sansio.proxying import (
     read_resource_ask,
     result_object,
 )
-from ..sansio.sequence import Profile
+from ._common import ListenOptions
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -36,25 +35,13 @@ if TYPE_CHECKING:
 __all__ = ["AsyncProxy", "ProxyOptions", "proxy_driver"]
 
 
-class ProxyOptions(TypedDict, total=False):
-    """The options of the three ``Proxy`` classes; see ``ProxyDriver``."""
+class ProxyOptions(ListenOptions, total=False):
+    """The options of the three ``Proxy`` classes: those of ``listen()``, and one more.
 
-    #: Sent as ``Authorization: Bearer <token>`` with every ask.
-    token: str | None
-    #: The notifications iterator yields every event, not just notifications.
-    events: bool
-    #: When to ask for notifications (default ``ProxyPolicy()``: after the first exchange).
-    policy: ProxyPolicy | None
-    #: The server's keep-alive interval; three times that much silence is a broken path.
-    keepalive_interval: float
-    #: The sequence rules the notification path follows.
-    profile: Profile
-    #: A longer frame breaks the path, or the answer.
-    max_frame_size: int
-    #: The jitter source, a uniform float in ``[0, 1)`` (default :func:`random.random`).
-    random: Callable[[], float] | None
-    #: Seconds a TCP connection may take.
-    connect_timeout: float
+    ``policy`` defaults to ``ProxyPolicy()`` here: the notification ask waits
+    for the first answered exchange.
+    """
+
     #: Seconds an exchange's answer may take.
     exchange_timeout: float
 

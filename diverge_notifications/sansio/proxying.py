@@ -16,10 +16,10 @@ module decides all of it; the adapters' ``Proxy`` classes move the bytes.
   :data:`EXCHANGE_DRIVER_TRANSITIONS`.
 - :class:`ProxyDriver` holds the :class:`ProxyPolicy` (by default
   ``require_exchange=True``), makes the exchanges, unlocks the notification
-  ask when the first one is answered, and hands out the one
-  :class:`~.listening.ListenDriver` of that ask to one reader at a time. The
-  re-asks, their backoff and the idle timeout are the listener driver's, as
-  for :func:`listen`.
+  ask when the first one is answered, and gives one reader at a time a
+  :class:`~.listening.ListenDriver` on that policy for it. The re-asks,
+  their backoff and the idle timeout are the listener driver's, as for
+  ``listen()``.
 
 The ask builders (:func:`call_tool_ask` and the others) make the params of
 the four exchanges as MCP spells them. Nothing here opens sockets, sleeps,
