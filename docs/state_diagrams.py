@@ -139,6 +139,10 @@ DIAGRAMS: list[Diagram] = [
         "ServingConnection: one accepted connection of a server",
         _places("SERVING_TRANSITIONS", "serving"),
     ),
+    Diagram(
+        "ExchangeDriver: one exchange of a proxy",
+        _places("EXCHANGE_DRIVER_TRANSITIONS", "proxying"),
+    ),
 ]
 
 _HEADER = f"""\

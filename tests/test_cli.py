@@ -334,7 +334,13 @@ def test_malformed_url_exits_2(url: str, capsys: pytest.CaptureFixture[str]) -> 
         ["listen", "http://127.0.0.1:1", "--keepalive", "0"],
         ["listen", "http://127.0.0.1:1", "--keepalive", "-1"],
         ["serve", "--log-level", "INFO"],
-        ["serve", "--mcp-stdio", "x", "--mcp-url", "http://127.0.0.1:1/mcp"],
+        # Several servers, of both kinds, are one relay now: these are the parser's refusals.
+        ["serve", "--mcp-max-attempts", "0"],
+        ["serve", "--mcp-max-attempts", "many"],
+        ["ask"],
+        ["ask", "http://127.0.0.1:1"],
+        ["ask", "http://127.0.0.1:1", "call-tools"],
+        ["ask", "http://127.0.0.1:1", "list-tools", "{}", "extra"],
     ],
 )
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -351,7 +357,12 @@ def test_malformed_url_exits_2_as_a_process() -> None:
 
 
 @pytest.mark.parametrize(
-    "option", [["--mcp-stdio", "python -m some_server"], ["--mcp-url", "http://127.0.0.1:1/mcp"]]
+    "option",
+    [
+        ["--mcp-stdio", "python -m some_server"],
+        ["--mcp-url", "http://127.0.0.1:1/mcp"],
+        ["--mcp-config", "mcp.json"],
+    ],
 )
 def test_mcp_options_without_mcp_exit_2(option: list[str]) -> None:
     result = run_without_mcp(["serve", "--port", "0", "--stdin", *option])

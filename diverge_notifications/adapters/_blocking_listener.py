@@ -17,9 +17,8 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 
-from ..sansio.actions import Connect, Deliver, Disconnect, Receive, Send, Sleep
+from ..sansio.actions import ClientDriver, Connect, Deliver, Disconnect, Receive, Send, Sleep
 from ..sansio.events import Event
-from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from . import tls as _tls
 from ._common import READ_SIZE, ClosedOnExit, describe_error
@@ -36,7 +35,7 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
     close it.
     """
 
-    def __init__(self, driver: ListenDriver, context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, driver: ClientDriver, context: ssl.SSLContext | None = None) -> None:
         self._driver = driver
         self._tls = context
         self._stop = threading.Event()

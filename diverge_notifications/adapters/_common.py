@@ -112,7 +112,7 @@ def listen_driver(
     if options.get("random") is None:
         options["random"] = _random.random
     driver = ListenDriver(url, **cast("dict[str, Any]", options))  # without ssl, now
-    return driver, _listen_context(driver.endpoint, context)
+    return driver, listen_context(driver.endpoint, context)
 
 
 def _check_context(context: object) -> None:
@@ -120,7 +120,7 @@ def _check_context(context: object) -> None:
         raise TypeError(f"ssl must be an ssl.SSLContext, not {type(context).__name__}")
 
 
-def _listen_context(endpoint: Endpoint, context: ssl.SSLContext | None) -> ssl.SSLContext | None:
+def listen_context(endpoint: Endpoint, context: ssl.SSLContext | None) -> ssl.SSLContext | None:
     _check_context(context)
     if not endpoint.tls:
         if context is not None:

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from ..sansio.actions import (
+    ClientDriver,
     Connect,
     Deliver,
     Disconnect,
@@ -27,7 +28,6 @@ from ..sansio.actions import (
 )
 from ..sansio.events import Event
 from ..sansio.hub import Hub
-from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ..sansio.serving import ServeSettings
 from ._common import (
@@ -67,8 +67,8 @@ def listen(
 
 
 async def _listen(
-    driver: ListenDriver, tls: ssl.SSLContext | None
-) -> AsyncGenerator[Notification | Event]:
+    driver: ClientDriver, tls: ssl.SSLContext | None
+) -> AsyncGenerator[Notification | Event, None]:
     loop = asyncio.get_running_loop()
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None

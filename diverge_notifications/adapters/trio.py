@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..sansio.actions import (
+    ClientDriver,
     Connect,
     Deliver,
     Disconnect,
@@ -35,7 +36,6 @@ from ..sansio.actions import (
 )
 from ..sansio.events import Event
 from ..sansio.hub import Hub
-from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ..sansio.serving import ServeSettings
 from . import _trio_tls
@@ -67,7 +67,7 @@ def listen(
 
 
 async def _listen(
-    driver: ListenDriver, tls: ssl.SSLContext | None
+    driver: ClientDriver, tls: ssl.SSLContext | None
 ) -> AsyncGenerator[Notification | Event, None]:
     stream: trio.abc.Stream | None = None
     try:

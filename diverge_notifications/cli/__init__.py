@@ -1,13 +1,15 @@
-"""The command line: ``python -m diverge_notifications {demo,serve,listen}``.
+"""The command line: ``python -m diverge_notifications {demo,serve,listen,ask}``.
 
 ``listen URL`` prints each notification as one compact JSON line on standard
 output: the bytes the server sent with the whitespace between JSON tokens
 removed; with ``--events`` it also prints every event as one JSON line on
 standard error, and without it one plain line on standard error says why no
 path could be had (rate-limited). ``serve`` serves a hub until
-interrupted and can publish JSON lines read from standard input or relay an
-MCP server (the ``mcp`` extra). ``demo`` runs both in one process on a
-scripted MCP server's notifications. See ``docs/cli.md``.
+interrupted and can publish JSON lines read from standard input or relay
+MCP servers, forwarding the exchanges of kinds 0-3 to them (the ``mcp``
+extra). ``ask`` makes one of those exchanges and prints its result.
+``demo`` runs ``serve`` and ``listen`` in one process on a scripted MCP
+server's notifications. See ``docs/cli.md``.
 
 Exit statuses of ``listen --once``: 0 after ``StreamEnded`` or ``NotServed``,
 3 after ``StreamErrored``, 4 after ``StreamBroken``, 1 when no connection
@@ -16,8 +18,9 @@ could be made; 2 for a usage error, for every command.
 One module per concern: :mod:`.parser` (the arguments), :mod:`.output`
 (event records, notification lines, the standard streams), :mod:`.running`
 (exit statuses, signals), one module per command (:mod:`.listen`,
-:mod:`.serve`, :mod:`.demo` with :mod:`.demo_parts` and :mod:`.demo_mcp`)
-and :mod:`.terminal` (the human view).
+:mod:`.serve` with :mod:`.relay`, :mod:`.ask`, :mod:`.demo` with
+:mod:`.demo_parts` and :mod:`.demo_mcp`) and :mod:`.terminal` (the human
+view).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 
+from .ask import run_ask
 from .demo import run_demo_command
 from .listen import run_listen, trouble_line
 from .output import compact_json, event_record, notification_line
@@ -54,6 +58,7 @@ _RUNNERS: Mapping[str, Callable[[argparse.Namespace], int]] = {
     "demo": run_demo_command,
     "serve": run_serve,
     "listen": run_listen,
+    "ask": run_ask,
 }
 
 

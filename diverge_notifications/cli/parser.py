@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from ..sansio import LogLevel
+from ..sansio import Exchange, LogLevel
 from .running import EXIT_USAGE, PROG
 
 __all__ = [
+    "ASK_KINDS",
     "MAX_TOKEN_FILE_LINE",
     "TOKEN_ENV",
     "TOKEN_SOURCES",
@@ -44,6 +45,14 @@ TOKEN_SOURCES: Final = (
     f"an option wins over the environment. --token is visible to every user of the "
     f"machine in the process list; prefer --token-file or ${TOKEN_ENV}."
 )
+
+#: The ``KIND`` names of ``ask``, and the exchange each one is.
+ASK_KINDS: Final[Mapping[str, Exchange]] = {
+    "list-tools": Exchange.LIST_TOOLS,
+    "list-resources": Exchange.LIST_RESOURCES,
+    "call-tool": Exchange.CALL_TOOL,
+    "read-resource": Exchange.READ_RESOURCE,
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,11 +109,103 @@ def _token_options(parser: argparse.ArgumentParser, use: str) -> None:
     )
 
 
+def _positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _relay_options(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s MCP servers (docs/relay.md): what they are, and how to reach them."""
+    relay = serve.add_argument_group(
+        "MCP servers",
+        "relay the notifications of MCP servers and forward the exchanges of kinds 0-3 "
+        "to them (the 'mcp' extra)",
+    )
+    relay.add_argument(
+        "--mcp-config",
+        metavar="FILE",
+        help="the MCP servers of an mcpServers JSON file, as MCP clients write it",
+    )
+    relay.add_argument(
+        "--mcp-stdio",
+        metavar="CMD",
+        action="append",
+        help="an MCP server started by this command line (repeatable)",
+    )
+    relay.add_argument(
+        "--mcp-url",
+        metavar="URL",
+        action="append",
+        help="an MCP server at this Streamable HTTP URL (repeatable)",
+    )
+    relay.add_argument(
+        "--mcp-env",
+        metavar="K=V",
+        action="append",
+        help="add to the environment of every --mcp-stdio server (repeatable)",
+    )
+    relay.add_argument(
+        "--mcp-header",
+        metavar="'K: V'",
+        action="append",
+        help="send with every request to every --mcp-url server (repeatable)",
+    )
+    relay.add_argument(
+        "--mcp-resource",
+        metavar="URI",
+        action="append",
+        help="subscribe to this resource of the --mcp-stdio/--mcp-url servers only "
+        "(repeatable; default: every listed resource)",
+    )
+    relay.add_argument(
+        "--mcp-mode",
+        metavar="auto|listen|legacy",
+        help="how the --mcp-stdio/--mcp-url servers are asked for notifications (auto)",
+    )
+    relay.add_argument(
+        "--mcp-max-attempts",
+        type=_positive_count,
+        metavar="N",
+        help="give a server up after N failed connections in a row, and exit 1 once every "
+        "server is given up (default: retry for ever)",
+    )
+
+
+def _ask_command(commands: Any) -> None:
+    """``ask URL KIND [PARAMS_JSON]``: one exchange of kinds 0-3."""
+    ask = commands.add_parser(
+        "ask",
+        help="make one exchange of kinds 0-3 and print its result",
+        description=(
+            "Make one exchange of kinds 0-3 with the server at URL (its base, e.g. "
+            "http://127.0.0.1:8080) and print its result as one JSON line on standard "
+            "output; an error answer is printed on standard error (exit status 3)."
+        ),
+    )
+    ask.add_argument("url", metavar="URL", help="the server's base URL, http://HOST:PORT[/BASE]")
+    ask.add_argument("kind", metavar="KIND", choices=list(ASK_KINDS), help=", ".join(ASK_KINDS))
+    ask.add_argument(
+        "params",
+        metavar="PARAMS_JSON",
+        nargs="?",
+        help='the MCP params, a JSON object, e.g. \'{"name": "echo", "arguments": {}}\'',
+    )
+    ask.add_argument("--token", help="bearer token to send with the ask")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m diverge_notifications``."""
     parser = _Parser(
         prog=PROG,
-        description="Serve, listen to and demonstrate Diverge MCP notification paths.",
+        description=(
+            "Serve, listen to and demonstrate Diverge MCP notification paths, "
+            "and ask the exchanges of kinds 0-3."
+        ),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
@@ -157,17 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="publish each JSON notification line read from standard input",
     )
     _keepalive_option(serve, "write a keep-alive frame after this much silence (15)")
-    relay = serve.add_mutually_exclusive_group()
-    relay.add_argument(
-        "--mcp-stdio",
-        metavar="CMD",
-        help="relay the notifications of the MCP server started by this command line",
-    )
-    relay.add_argument(
-        "--mcp-url",
-        metavar="URL",
-        help="relay the notifications of the MCP server at this Streamable HTTP URL",
-    )
+    _relay_options(serve)
     serve.add_argument(
         "--log-level",
         choices=[level.wire for level in LogLevel],
@@ -214,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the server's keep-alive interval, as given to its --keepalive (15); "
         "three of them without data count as a broken path",
     )
+    _ask_command(commands)
     return parser
 
 

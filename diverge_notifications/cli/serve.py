@@ -1,12 +1,14 @@
-"""``serve``: serve a hub until interrupted, fed from standard input or an MCP server.
+"""``serve``: serve a hub until interrupted, fed from standard input or MCP servers.
 
 With ``--stdin`` each line of standard input is published as one
 notification (a line too long for a frame, or not a notification, is
-reported on standard error and skipped); with ``--mcp-stdio`` or
-``--mcp-url`` the bridge relays an MCP server's notifications (the ``mcp``
-extra). SIGINT or SIGTERM ends every open path cleanly. The token comes
-from ``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
-(:func:`~.parser.resolve_token`); with ``--certfile`` the server speaks TLS.
+reported on standard error and skipped); with ``--mcp-config``,
+``--mcp-stdio`` or ``--mcp-url`` the relay (:mod:`.relay`, the ``mcp``
+extra) publishes the MCP servers' notifications and answers the exchanges
+of kinds 0-3 by forwarding them. SIGINT or SIGTERM ends every open path
+cleanly. The token comes from ``--token``, ``--token-file`` or
+``DIVERGE_TOKEN`` (:func:`~.parser.resolve_token`); with ``--certfile`` the
+server speaks TLS.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..sansio import Event, FrameError, Hub, Notification
-from ..sansio._json import dumps
+from ..sansio import FrameError, Hub, Notification
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
-from .output import event_record, say
+from .output import say
 from .parser import resolve_token, serve_tls_context
+from .relay import MCP_MISSING_MESSAGE, RelayFailed, make_relay, relay_stopped, relay_wanted
 from .running import (
     EXIT_NO_CONNECTION,
     EXIT_OK,
@@ -36,11 +38,6 @@ from .running import (
 )
 
 __all__ = ["MCP_MISSING_MESSAGE", "run_serve"]
-
-#: What ``serve --mcp-stdio/--mcp-url`` says when the ``mcp`` package is missing.
-MCP_MISSING_MESSAGE: Final = (
-    "serve --mcp-stdio/--mcp-url need the 'mcp' extra: pip install 'diverge-notifications[mcp]'"
-)
 
 #: The longest standard-input line published: one that fills a frame of the default limit.
 _MAX_STDIN_LINE: Final = DEFAULT_MAX_LINE_SIZE
@@ -128,20 +125,23 @@ def _read_stdin(
             return
 
 
-def _report_bridge_event(event: Event) -> None:
-    """Say on standard error what the MCP bridge did (connected, subscribed, lost...)."""
-    say(f"bridge: {dumps(event_record(event)).decode('utf-8')}")
-
-
 async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLContext | None) -> int:
     from ..adapters.asyncio import serve
 
     hub = Hub()
+    # Made before anything listens: a server that cannot be relayed costs no port.
+    relay = make_relay(args, hub)
     # The TLS context is passed only when there is one (``serve --certfile``).
     tls_options: dict[str, Any] = {} if tls is None else {"ssl": tls}
     try:
         server = await serve(
-            hub, args.host, args.port, token=token, keepalive_interval=args.keepalive, **tls_options
+            hub,
+            args.host,
+            args.port,
+            token=token,
+            keepalive_interval=args.keepalive,
+            exchange_handler=None if relay is None else relay.handle_exchange,
+            **tls_options,
         )
     except OSError as error:
         say(f"{PROG} serve: cannot listen on {args.host}:{args.port}: {error}")
@@ -162,30 +162,13 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
                 name="serve-stdin",
                 daemon=True,
             ).start()
-        if args.mcp_stdio is not None or args.mcp_url is not None:
-            from ..bridge import run_bridge
-
-            options: dict[str, Any] = {}
-            if args.log_level is not None:
-                options["log_level"] = args.log_level
-            bridge = asyncio.create_task(
-                run_bridge(
-                    hub,
-                    stdio_command=args.mcp_stdio,
-                    url=args.mcp_url,
-                    on_event=_report_bridge_event,
-                    **options,
-                )
-            )
+        if relay is not None:
+            bridge = asyncio.create_task(relay.run())
             bridge.add_done_callback(lambda _task: stop.set())
         with on_signals(stop.set):
             await stop.wait()
         if bridge is not None and bridge.done() and not bridge.cancelled():
-            failure = bridge.exception()
-            # The bridge runs until cancelled: ending on its own means the MCP
-            # server is gone and nothing more will be relayed.
-            reason = "stopped" if failure is None else f"failed: {failure!r}"
-            say(f"{PROG} serve: the MCP bridge {reason}")
+            say(relay_stopped(bridge))
             status = EXIT_NO_CONNECTION
     finally:
         if bridge is not None and not bridge.done():
@@ -198,7 +181,7 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
 
 def run_serve(args: argparse.Namespace) -> int:
     """Run ``serve`` with its parsed arguments; return the exit status."""
-    if (args.mcp_stdio is not None or args.mcp_url is not None) and not mcp_available():
+    if relay_wanted(args) and not mcp_available():
         say(MCP_MISSING_MESSAGE)
         return EXIT_USAGE
     try:
@@ -212,5 +195,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except UsageError as error:
         say(f"{PROG} serve: error: {error}")
         return EXIT_USAGE
+    except RelayFailed as error:
+        say(f"{PROG} serve: {error}")
+        return EXIT_NO_CONNECTION
     except KeyboardInterrupt:  # pragma: no cover - a signal before the handlers were installed
         return EXIT_OK

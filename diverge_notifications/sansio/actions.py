@@ -6,7 +6,10 @@ on each action), and asks for the next one.
 
 - The listener (:class:`~.listening.ListenDriver`): :class:`Connect`,
   :class:`Send`, :class:`Receive`, :class:`Sleep`, :class:`Deliver`,
-  :class:`Disconnect`, :class:`Stop` (:data:`ListenAction`).
+  :class:`Disconnect`, :class:`Stop` (:data:`ListenAction`). A proxy's
+  exchange (:class:`~.proxying.ExchangeDriver`) asks for the same ones and
+  takes the same reports (:class:`ClientDriver`), so one adapter loop
+  performs both.
 - A served connection (:class:`~.serving.ServingConnection`): :class:`Write`,
   :class:`WaitUntil`, :class:`RunHandler`, :class:`Close`
   (:data:`ServeAction`).
@@ -17,7 +20,7 @@ Like events, actions are frozen, slotted, keyword-only attrs classes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -25,7 +28,11 @@ from .asks import Ask
 from .events import Event
 from .mcp import ErrorData, Notification
 
+if TYPE_CHECKING:
+    from .urls import Endpoint
+
 __all__ = [
+    "ClientDriver",
     "Close",
     "Connect",
     "Deliver",
@@ -102,6 +109,23 @@ class Stop:
 
 
 ListenAction = Connect | Send | Receive | Sleep | Deliver | Disconnect | Stop
+
+
+class ClientDriver(Protocol):
+    """A driver of outgoing connections: the actions above, and the reports they name.
+
+    :class:`~.listening.ListenDriver` and :class:`~.proxying.ExchangeDriver`
+    are both; an adapter's loop that performs one performs the other.
+    """
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+    def next_action(self, now: float) -> ListenAction: ...
+    def connected(self, now: float) -> None: ...
+    def connect_failed(self, now: float, reason: str) -> None: ...
+    def data_received(self, now: float, data: bytes) -> None: ...
+    def connection_lost(self, now: float, reason: str) -> None: ...
+    def timed_out(self, now: float) -> None: ...
 
 
 # --- a served connection ---------------------------------------------------------------------

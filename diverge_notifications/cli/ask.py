@@ -1,0 +1,96 @@
+"""``ask URL KIND [PARAMS_JSON]``: one exchange of kinds 0-3, its result printed.
+
+``KIND`` is ``list-tools``, ``list-resources``, ``call-tool`` or
+``read-resource``; ``PARAMS_JSON`` the MCP params, a JSON object (or
+``null``), sent as typed. The result is printed as one compact JSON line on
+standard output (the bytes the server sent, whitespace between tokens
+removed); an error answer is its ``ErrorData``, as one JSON line on
+standard error, exit status 3. No connection, or no answer (not served):
+status 1; an answer that broke off: status 4; usage errors: status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from ..sansio import Ask, AskError, StreamBroken, decode_ask
+from .output import closed_stdout, compact_json, say, silence_stdout
+from .parser import ASK_KINDS, check_listen_url, check_token
+from .running import (
+    EXIT_BROKEN,
+    EXIT_ERRORED,
+    EXIT_NO_CONNECTION,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    UsageError,
+)
+
+__all__ = ["ask_of", "run_ask"]
+
+
+def ask_of(kind: str, params: str | None) -> Ask:
+    """The ask of ``KIND`` and ``PARAMS_JSON``; :class:`ValueError` saying why it cannot be made.
+
+    The params are checked by the ask codec itself (strict JSON, an object
+    or ``null``) and sent as typed.
+    """
+    exchange = ASK_KINDS[kind]
+    if params is None:
+        return Ask(exchange=exchange)
+    try:
+        raw = params.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("PARAMS_JSON is not valid text") from None
+    try:
+        return decode_ask(bytes((exchange,)) + raw)
+    except AskError as error:
+        raise ValueError(f"PARAMS_JSON: {error.detail}") from None
+
+
+async def _ask(args: argparse.Namespace, ask: Ask) -> int:
+    from ..adapters.asyncio_proxy import ExchangeError, ExchangeFailed, Proxy
+
+    try:
+        proxy = Proxy(args.url, token=args.token)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
+        answer = await proxy.exchange(ask)
+    except ExchangeError as error:
+        say(compact_json(error.error.to_bytes()).decode("utf-8"))
+        return EXIT_ERRORED
+    except ExchangeFailed as error:
+        say(f"ask: {error.reason}")
+        return EXIT_BROKEN if isinstance(error.event, StreamBroken) else EXIT_NO_CONNECTION
+    stdout = sys.stdout
+    if stdout is None:
+        raise closed_stdout()
+    stdout.buffer.write(compact_json(answer.raw) + b"\n")
+    stdout.flush()
+    return EXIT_OK
+
+
+def run_ask(args: argparse.Namespace) -> int:
+    """Run ``ask`` with its parsed arguments; return the exit status."""
+    try:
+        check_listen_url(args.url)
+        if args.token is not None:
+            check_token(args.token, listening=True)
+        ask = ask_of(args.kind, args.params)
+    except ValueError as error:
+        say(f"{PROG} ask: error: {error}")
+        return EXIT_USAGE
+    try:
+        return asyncio.run(_ask(args, ask))
+    except UsageError as error:
+        say(f"{PROG} ask: error: {error}")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # Nobody reads standard output (``ask ... | true``), or there is none.
+        silence_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_NO_CONNECTION  # interrupted: no answer came
