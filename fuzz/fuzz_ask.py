@@ -50,7 +50,7 @@ def _is_notifications(ask: Ask) -> bool:
 
 
 def _same_as_channel_request(data: bytes, ask: Ask | None) -> None:
-    """Kind ``k`` and tag ``k + 1`` share their payload codec (seed 003)."""
+    """Kind ``k`` and tag ``k + 1`` share their payload codec (the container request page)."""
     if not data or data[0] > Exchange.NOTIFICATIONS:
         return
     shifted = bytes((data[0] + 1,)) + data[1:]

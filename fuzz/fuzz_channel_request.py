@@ -54,7 +54,7 @@ def _is_notifications(request: ChannelRequest) -> bool:
 
 
 def _same_as_ask(data: bytes, request: ChannelRequest | None) -> None:
-    """Tag ``t`` (1-5) and ask kind ``t - 1`` share their payload codec (seed 003)."""
+    """Tag ``t`` (1-5) and kind ``t - 1`` share a payload codec (the container request page)."""
     if not data or not 1 <= data[0] <= ChannelRequestTag.MCP_NOTIFICATIONS:
         return
     try:

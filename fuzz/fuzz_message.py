@@ -31,8 +31,7 @@ from diverge_notifications.sansio import (
     decode_message,
     encode_message,
 )
-from diverge_notifications.sansio.messages import as_error as to_error
-from diverge_notifications.sansio.messages import as_notification as to_notification
+from diverge_notifications.sansio.messages import to_error, to_notification
 
 #: The module fuzzed (tests/test_fuzz_coverage.py measures how much of it the seeds run).
 TARGET = decode_message.__module__

@@ -139,6 +139,13 @@ SEEDS = [
     b"\x09\x80" + b"0\r\n\r\n",
     b"\x0b\x80" + _frame(b'\x00{"tools":[]}')[:9],
     b"\x08\x80HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+    # Refusals whose body is cut short, broken or lost; a path that ends
+    # inside a frame's length prefix.
+    b"\x00\xf0HTTP/1.1 401 Unauthorized\r\nContent-Length: 30\r\n\r\nno token",
+    b"\x00\xf0HTTP/1.1 401 Unauthorized\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"\x00\xb0HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nbusy, try",
+    b"\x01\xf0" + b"2\r\n\x00\x00\r\n",
+    b"\x01\x50" + b"14\r\n" + _NOTE + b"\r\n6\r\n\x00\x00\x00\x04\x00{\r\n",
 ]
 DICTIONARY = [
     b"HTTP/1.1 200 OK\r\n",
@@ -192,13 +199,39 @@ def _drain(connection: ProxyConnection | ExchangeConnection) -> list[Event]:
 
 def _run(config: int, pieces: list[bytes]) -> list[Event]:
     connection = _connection(config)
-    connection.data_to_send()
+    if pieces:
+        try:
+            connection.receive_data(pieces[0])
+        except LocalProtocolError:
+            pass  # the answer cannot come before the ask is taken
+        else:
+            raise AssertionError("an answer was taken before the ask")
+    assert connection.data_to_send()
+    assert connection.data_to_send() == b""  # the ask is taken once
     events: list[Event] = []
     for piece in [*pieces, b""]:
         connection.receive_data(piece)
         events += _drain(connection)
     assert connection.next_event() is NEED_DATA
+    _check_state(connection, events)
     return events
+
+
+def _check_state(connection: ProxyConnection | ExchangeConnection, events: list[Event]) -> None:
+    """What the connection says of itself agrees with the events it gave."""
+    opened = [event for event in events if isinstance(event, StreamOpened)]
+    if isinstance(connection, ExchangeConnection):
+        assert connection.ask == ASK
+        connection.answer_state  # noqa: B018 - readable in every state
+    else:
+        assert connection.channel == (opened[0].channel if opened else connection.channel)
+        messages = [e for e in events if isinstance(e, (NotificationReceived, MessageRejected))]
+        # The error that ends a path is a message too.
+        assert len(messages) <= connection.messages <= len(messages) + 1, events
+        assert connection.profile in (Profile.PROVIDER, Profile.CONTAINER)
+    status = connection.status
+    assert status is None or 100 <= status <= 999, status
+    connection.state  # noqa: B018 - readable in every state
 
 
 def _random_split(data: bytes, rng: random.Random) -> list[bytes]:

@@ -1,6 +1,6 @@
 """What a subscriber wants to hear: the :class:`Interest` a hub routes by.
 
-Seed 004's topics (the MCP server library's notifications page, named after
+The topics of the MCP server library's notifications page (named after
 MCP 2026-07-28's ``SubscriptionFilter``): URIs whose ``resources/updated``
 a subscriber wants, three list-changed flags, and the least severe log
 message it wants. :class:`~.hub.Hub` indexes subscribers by these; the rule

@@ -271,4 +271,3 @@ class Subscriber:
             f"<Subscriber {state}, {self._sent} sent, {self._dropped} dropped, "
             f"interest={self._interest!r}>"
         )
-
