@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
 
 from ..sansio.actions import (
+    Close,
     Connect,
     Deliver,
     Disconnect,
@@ -30,7 +31,17 @@ from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ..sansio.serving import ServeSettings
-from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
+from ._common import (
+    READ_SIZE,
+    AsyncServerBase,
+    Starting,
+    accepted,
+    answer_within,
+    describe_error,
+    drained,
+    linger,
+    listen_driver,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -121,9 +132,8 @@ class _Connection:
         # that everything published meanwhile goes out as one chunk.
         self._ready = asyncio.Event()
         # Made when the connection is accepted: the ask's deadline starts now.
-        self.serving = server._settings.serving_connection(
-            server.hub, wake=self._ready.set, now=loop.time()
-        )
+        peer = accepted(writer.get_extra_info("socket"), server._settings)
+        self.serving = server._serving(self._ready.set, loop.time(), peer)
         self._handler: asyncio.Task[None] | None = None
         self.finished: asyncio.Future[None] = loop.create_future()
         server._connections.add(self)
@@ -176,7 +186,8 @@ class _Connection:
             if type(action) is Write:
                 writer.write(action.data)
                 try:
-                    await writer.drain()  # the socket's flow control
+                    if not await drained(writer, self._server._settings.stall_timeout):
+                        serving.write_stalled(self._loop.time())
                 except OSError:
                     serving.connection_lost()
             elif type(action) is WaitUntil:
@@ -186,20 +197,25 @@ class _Connection:
                 if timer is not None:
                     timer.cancel()
             elif type(action) is RunHandler:
-                handler = self._server._settings.exchange_handler
-                assert handler is not None
-                self._handler = self._loop.create_task(
-                    run_exchange_handler(serving, handler, action.ask)
-                )
+                settings = self._server._settings
+                assert settings.exchange_handler is not None
+                answering = answer_within(serving, settings, action.ask)
+                self._handler = self._loop.create_task(answering)
                 await asyncio.wait([self._handler])  # not raising if it was cancelled
-            else:  # Close
+            else:
+                assert type(action) is Close
+                if action.abort:
+                    writer.transport.abort()  # a reset: nothing more goes to a stalled peer
+                elif action.linger:
+                    await linger(self._reader, writer, action.linger)
                 return
 
 
-class Server(ServerBase):
+class Server(AsyncServerBase):
     """A running asyncio server of a hub; see :func:`serve`. ``async with`` closes it on exit."""
 
     _settings: ServeSettings[ExchangeHandler]
+    _event = asyncio.Event
 
     def __init__(self, hub: Hub, settings: ServeSettings[ExchangeHandler]) -> None:
         super().__init__(hub, settings)
@@ -208,7 +224,9 @@ class Server(ServerBase):
 
     async def _start(self, host: str, port: int) -> Server:
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._accepted, host, port, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._accepted, host, port, reuse_address=True, backlog=self._settings.backlog
+        )
         name = self._server.sockets[0].getsockname()
         self.host = str(name[0])
         self.port = int(name[1])
@@ -254,32 +272,6 @@ class Server(ServerBase):
         await self.close()
 
 
-class _Serving(Coroutine[Any, Any, Server]):
-    """What :func:`serve` returns: ``async with`` it, or await it for the running server."""
-
-    def __init__(self, server: Server, host: str, port: int) -> None:
-        self._server = server
-        self._starting = server._start(host, port)
-
-    def __await__(self) -> Generator[Any, None, Server]:
-        return self._starting.__await__()
-
-    def send(self, value: Any) -> Any:
-        return self._starting.send(value)
-
-    def throw(self, *error: Any) -> Any:
-        return self._starting.throw(*error)
-
-    def close(self) -> None:
-        self._starting.close()
-
-    async def __aenter__(self) -> Server:
-        return await self._starting
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self._server.close()
-
-
 def serve(
     hub: Hub,
     host: str = "127.0.0.1",
@@ -287,7 +279,7 @@ def serve(
     *,
     exchange_handler: ExchangeHandler | None = None,
     **options: Unpack[ServeOptions],
-) -> _Serving:
+) -> Starting[Server]:
     """Serve ``hub`` on ``host``:``port`` (0 picks a free port): ``async with serve(hub)``.
 
     Leaving the block closes it; ``await serve(hub)`` returns the running
@@ -297,4 +289,5 @@ def serve(
     are checked by the call, before anything listens.
     """
     settings = ServeSettings(exchange_handler=exchange_handler, **options)
-    return _Serving(Server(hub, settings), host, port)
+    server = Server(hub, settings)
+    return Starting(server._start(host, port), server.close)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..sansio.actions import (
+    Close,
     Connect,
     Deliver,
     Disconnect,
@@ -37,7 +38,8 @@ from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
 from ..sansio.serving import ServeSettings
-from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
+from ._common import READ_SIZE, AsyncServerBase, accepted, describe_error, listen_driver
+from ._trio_parts import STREAM_ERRORS, answer_within, close_as, sent
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Server", "listen", "serve"]
 
-_STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+_STREAM_ERRORS = STREAM_ERRORS
 
 
 def listen(
@@ -125,9 +127,8 @@ class _Connection:
         self._server = server
         self._stream = stream
         # Made when the connection is accepted: the ask's deadline starts now.
-        self.serving = server._settings.serving_connection(
-            server.hub, wake=self._wake, now=trio.current_time()
-        )
+        peer = accepted(getattr(stream, "socket", None), server._settings)
+        self.serving = server._serving(self._wake, trio.current_time(), peer)
         self._ready = trio.Event()
         self.finished = trio.Event()
         self.cancel_scope = trio.CancelScope()
@@ -167,6 +168,7 @@ class _Connection:
     async def _serve(self) -> None:
         serving = self.serving
         stream = self._stream
+        settings = self._server._settings
         while True:
             # A fresh event before the next action: whatever is published
             # from here on sets it, and whatever came before is taken now.
@@ -174,7 +176,8 @@ class _Connection:
             action = serving.next_action(trio.current_time())
             if type(action) is Write:
                 try:
-                    await stream.send_all(action.data)
+                    if not await sent(stream, action.data, settings.stall_timeout):
+                        serving.write_stalled(trio.current_time())
                 except _STREAM_ERRORS:
                     serving.connection_lost()
             elif type(action) is WaitUntil:
@@ -182,14 +185,14 @@ class _Connection:
                 with trio.move_on_at(math.inf if deadline is None else deadline):
                     await self._ready.wait()
             elif type(action) is RunHandler:
-                handler = self._server._settings.exchange_handler
-                assert handler is not None
-                await run_exchange_handler(serving, handler, action.ask)
-            else:  # Close
+                await answer_within(serving, settings, action.ask)
+            else:
+                assert type(action) is Close
+                await close_as(stream, action)
                 return
 
 
-class Server(ServerBase):
+class Server(AsyncServerBase):
     """A running trio server of a hub; see :func:`serve`.
 
     ``url`` is its base URL (give it to :func:`listen`). :meth:`close` ends
@@ -197,6 +200,7 @@ class Server(ServerBase):
     """
 
     _settings: ServeSettings[ExchangeHandler]
+    _event = trio.Event
 
     def __init__(self, hub: Hub, settings: ServeSettings[ExchangeHandler]) -> None:
         super().__init__(hub, settings)
@@ -279,7 +283,7 @@ async def serve(
     """
     settings = ServeSettings(exchange_handler=exchange_handler, **options)
     server = Server(hub, settings)
-    server._listeners = await trio.open_tcp_listeners(port, host=host)
+    server._listeners = await trio.open_tcp_listeners(port, host=host, backlog=settings.backlog)
     name = server._listeners[0].socket.getsockname()
     server.host = str(name[0])
     server.port = int(name[1])
