@@ -468,19 +468,25 @@ async def drained(writer: asyncio.StreamWriter, stall_timeout: float) -> bool:
     """Wait for the socket to take what was written (asyncio's flow control).
 
     False if the peer took no byte for ``stall_timeout`` seconds: the bytes
-    the transport holds did not go down meanwhile.
+    the transport holds did not go down meanwhile. They are looked at a few
+    times per ``stall_timeout`` (at least once a second), so that a stall is
+    noticed within that much of its deadline.
     """
     transport = writer.transport
+    loop = asyncio.get_running_loop()
+    step = min(1.0, stall_timeout / 4)
     left = transport.get_write_buffer_size()
+    progressed = loop.time()
     while True:
         try:
-            await asyncio.wait_for(writer.drain(), stall_timeout)
+            await asyncio.wait_for(writer.drain(), step)
             return True
         except asyncio.TimeoutError:
             now_left = transport.get_write_buffer_size()
-            if now_left >= left:
+            if now_left < left:
+                left, progressed = now_left, loop.time()
+            elif loop.time() - progressed >= stall_timeout:
                 return False
-            left = now_left
 
 
 async def answer_within(

@@ -25,7 +25,10 @@ _PIECE = 64 * 1024
 
 
 async def sent(stream: trio.abc.Stream, data: bytes, stall_timeout: float) -> bool:
-    """Send ``data``; False if a piece of it found no room for ``stall_timeout`` seconds."""
+    """Send ``data``; False if the peer took none of a piece of it for ``stall_timeout`` seconds.
+
+    Progress is seen a piece (``_PIECE`` bytes) at a time.
+    """
     view = memoryview(data)
     for start in range(0, len(view), _PIECE):
         with trio.move_on_after(stall_timeout):

@@ -41,6 +41,7 @@ from ._common import (
     drained,
     linger,
     listen_driver,
+    reset_on_close,
 )
 
 if TYPE_CHECKING:
@@ -204,8 +205,9 @@ class _Connection:
                 await asyncio.wait([self._handler])  # not raising if it was cancelled
             else:
                 assert type(action) is Close
-                if action.abort:
-                    writer.transport.abort()  # a reset: nothing more goes to a stalled peer
+                if action.abort:  # a reset: nothing more goes to a stalled peer
+                    reset_on_close(writer.get_extra_info("socket"))
+                    writer.transport.abort()
                 elif action.linger:
                     await linger(self._reader, writer, action.linger)
                 return
