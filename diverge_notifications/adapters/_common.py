@@ -52,7 +52,8 @@ from ..sansio.reports import (
     ServeReport,
 )
 from ..sansio.sequence import Profile
-from ..sansio.serving import ServeSettings, ServingConnection
+from ..sansio.serve_settings import ServeSettings
+from ..sansio.serving import ServingConnection
 from ..sansio.urls import format_url
 
 if TYPE_CHECKING:

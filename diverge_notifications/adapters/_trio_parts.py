@@ -13,7 +13,8 @@ import trio
 
 from ..sansio.actions import Close, ExchangeHandler
 from ..sansio.asks import Ask
-from ..sansio.serving import ServeSettings, ServingConnection
+from ..sansio.serve_settings import ServeSettings
+from ..sansio.serving import ServingConnection
 from ._common import READ_SIZE, handler_timed_out, reset_on_close, run_exchange_handler
 
 __all__ = ["STREAM_ERRORS", "answer_within", "close_as", "linger", "sent"]

@@ -30,7 +30,7 @@ from ..sansio.events import Event
 from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
-from ..sansio.serving import ServeSettings
+from ..sansio.serve_settings import ServeSettings
 from ._common import (
     READ_SIZE,
     AsyncServerBase,

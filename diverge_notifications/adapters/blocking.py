@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ..sansio.actions import Close, ExchangeResult, RunHandler, WaitUntil, Write
 from ..sansio.asks import Ask
 from ..sansio.hub import Hub, as_notification
-from ..sansio.serving import ServeSettings
+from ..sansio.serve_settings import ServeSettings
 from ._blocking_listener import Listener
 from ._blocking_parts import Lingerer, Wakeup, close_as, sent
 from ._common import (

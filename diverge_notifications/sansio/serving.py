@@ -55,7 +55,8 @@ from .reports import (
     ServeReport,
 )
 from .sequence import Profile
-from .serve_settings import (
+from .server import ServerConnection
+from .serving_defaults import (
     DEFAULT_ASK_TIMEOUT,
     DEFAULT_BACKLOG,
     DEFAULT_CLOSE_TIMEOUT,
@@ -67,10 +68,8 @@ from .serve_settings import (
     DEFAULT_MAX_DISCARD,
     DEFAULT_STALL_TIMEOUT,
     DEFAULT_WRITE_BUFFER,
-    ServeSettings,
     check_positive,
 )
-from .server import ServerConnection
 from .serving_table import (
     DONE,
     EVENT_INPUTS,
@@ -95,7 +94,6 @@ __all__ = [
     "DEFAULT_STALL_TIMEOUT",
     "DEFAULT_WRITE_BUFFER",
     "SERVING_TRANSITIONS",
-    "ServeSettings",
     "ServingConnection",
     "ServingInput",
     "ServingOutcome",

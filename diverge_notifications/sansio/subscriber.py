@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from .filters import Interest
 from .mcp import Notification
-
-if TYPE_CHECKING:
-    from .hub import Hub
 
 __all__ = ["DEFAULT_QUEUE_BYTES", "DEFAULT_QUEUE_SIZE", "Subscriber", "check_reason"]
 
@@ -33,6 +30,24 @@ DEFAULT_QUEUE_BYTES: Final = 1024 * 1024
 #: One queued notification: its frame and the notification, shared by every
 #: queue it reaches.
 Entry = tuple[bytes, Notification]
+
+
+class _Totals(Protocol):
+    """The hub's running counts a subscriber counts into (:class:`~.counts.HubTotals`)."""
+
+    sent: int
+    dropped: int
+
+
+class _Owner(Protocol):
+    """What a subscriber needs of its :class:`~.hub.Hub` (so that neither imports the other)."""
+
+    @property
+    def _totals(self) -> _Totals: ...
+
+    def _remove(self, subscriber: Subscriber) -> None: ...
+
+    def _room_made(self) -> None: ...
 
 
 def check_reason(reason: object) -> None:
@@ -71,13 +86,13 @@ class Subscriber:
 
     def __init__(
         self,
-        hub: Hub,
+        hub: _Owner,
         interest: Interest | None,
         queue_size: int,
         on_ready: Callable[[], None] | None,
         queue_bytes: int = DEFAULT_QUEUE_BYTES,
     ) -> None:
-        self._hub: Hub | None = hub
+        self._hub: _Owner | None = hub
         self._interest = interest
         self._queue_size = queue_size
         self._on_ready = on_ready
