@@ -35,6 +35,7 @@ from diverge_notifications.sansio import (
     Hub,
     Notification,
     NotificationReceived,
+    ProxyConnection,
     StreamBroken,
     StreamEnded,
     StreamOpened,
@@ -42,6 +43,12 @@ from diverge_notifications.sansio import (
 from diverge_notifications.sansio.events import ConnectionFailed, RetryScheduled
 from diverge_notifications.sansio.listening import TLS_HINT
 from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
+from diverge_notifications.sansio.reports import (
+    PathEnd,
+    PathEndedReport,
+    RefusalReport,
+    ServeReport,
+)
 
 pytestmark = requires_trustme
 
@@ -476,3 +483,78 @@ def test_a_url_with_credentials_is_refused_without_showing_them() -> None:
             _listen("blocking", url)
         assert "s3cret" not in str(raised.value)
         assert "***" in str(raised.value)
+
+
+# --- serving under pressure, inside TLS ---------------------------------------------------
+
+
+def _ask_over_tls(port: int, context: ssl.SSLContext, *, receive_buffer: int = 0) -> ssl.SSLSocket:
+    """A TLS connection to the server at ``port`` that has sent its ask."""
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if receive_buffer:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    raw.settimeout(HANG_GUARD)
+    raw.connect(("127.0.0.1", port))
+    secured = context.wrap_socket(raw, server_hostname="127.0.0.1")
+    secured.sendall(ProxyConnection(f"127.0.0.1:{port}").data_to_send())
+    return secured
+
+
+def _read_head(sock: ssl.SSLSocket) -> bytes:
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        assert chunk, f"closed before the end of the head: {head!r}"
+        head += chunk
+    return head
+
+
+def _read_to_the_end(sock: ssl.SSLSocket) -> bytes:
+    """Everything the server says until it closes (its TLS close, or a TCP end)."""
+    data = b""
+    with contextlib.suppress(ssl.SSLZeroReturnError, ssl.SSLEOFError):
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
+@pytest.mark.parametrize("server", ADAPTERS)
+def test_beyond_max_connections_the_503_comes_inside_tls(server: str, tmp_path: Path) -> None:
+    files = tls_files(tmp_path)
+    reports: list[ServeReport] = []
+    options = {"max_connections": 1, "linger": 0.3, "on_report": reports.append}
+    with served(server, ssl=files.server_context(), **options) as (url, _):
+        port = int(url.rsplit(":", 1)[1])
+        with _ask_over_tls(port, files.client_context()) as served_path:
+            assert _read_head(served_path).startswith(b"HTTP/1.1 200 ")
+            with _ask_over_tls(port, files.client_context()) as extra:
+                extra.sendall(b"x" * 100_000)  # read and thrown away while the server lingers
+                answer = _read_to_the_end(extra)
+    assert answer.startswith(b"HTTP/1.1 503 ")
+    assert b"\r\nRetry-After: 1\r\n" in answer
+    refusals = [report for report in reports if isinstance(report, RefusalReport)]
+    assert [refusal.status for refusal in refusals] == [503]
+
+
+@pytest.mark.parametrize("server", ADAPTERS)
+def test_a_stalled_listener_inside_tls_is_cut_off(server: str, tmp_path: Path) -> None:
+    files = tls_files(tmp_path)
+    stalled = threading.Event()
+
+    def on_report(report: ServeReport) -> None:
+        if isinstance(report, PathEndedReport) and report.how is PathEnd.STALLED:
+            stalled.set()
+
+    options = {"stall_timeout": 0.5, "send_buffer": 4096, "on_report": on_report}
+    large = Notification("notifications/message", {"level": "info", "data": "x" * 60_000})
+    with served(server, ssl=files.server_context(), **options) as (url, publish):
+        port = int(url.rsplit(":", 1)[1])
+        with _ask_over_tls(port, files.client_context(), receive_buffer=4096) as sock:
+            assert _read_head(sock).startswith(b"HTTP/1.1 200 ")
+            published = 0
+            # It reads nothing more: what is published fills the buffers, then waits.
+            while not stalled.wait(0.01):
+                assert published < 20_000, "never cut off"
+                publish(large)
+                published += 1
+    assert stalled.is_set()

@@ -6,9 +6,8 @@ Both are loops that perform the actions of the sans-IO drivers
 this module moves bytes and owns trio's clock. Importing
 :mod:`diverge_notifications` does not import this module or trio.
 
-The hub is not thread-safe: publish from the trio thread (with
-``hub.publish(...)`` or :meth:`Server.publish`); from another thread use
-``trio.from_thread.run_sync(hub.publish, item)``.
+The hub is not thread-safe: publish from the trio thread (``hub.publish`` or
+:meth:`Server.publish`); from another, ``trio.from_thread.run_sync(hub.publish, item)``.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import trio
 
 from ..sansio.actions import (
     ClientDriver,
+    Close,
     Connect,
     Deliver,
     Disconnect,
@@ -37,9 +37,10 @@ from ..sansio.actions import (
 from ..sansio.events import Event
 from ..sansio.hub import Hub
 from ..sansio.mcp import Notification
-from ..sansio.serving import ServeSettings
+from ..sansio.serve_settings import ServeSettings
 from . import _trio_tls
-from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
+from ._common import READ_SIZE, AsyncServerBase, accepted, describe_error, listen_driver
+from ._trio_parts import STREAM_ERRORS, answer_within, close_as, sent
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
     from ._common import ListenOptions, ServeOptions
 
 __all__ = ["Server", "listen", "serve"]
-
-_STREAM_ERRORS = _trio_tls.STREAM_ERRORS
 
 
 def listen(
@@ -83,7 +82,7 @@ async def _listen(
                 with trio.move_on_after(action.timeout):
                     try:
                         data = bytes(await stream.receive_some(READ_SIZE))
-                    except _STREAM_ERRORS as error:
+                    except STREAM_ERRORS as error:
                         failure = error
                 if failure is not None:
                     driver.connection_lost(trio.current_time(), describe_error(failure))
@@ -95,13 +94,13 @@ async def _listen(
                 assert stream is not None
                 try:
                     await stream.send_all(action.data)
-                except _STREAM_ERRORS as error:
+                except STREAM_ERRORS as error:
                     driver.connection_lost(trio.current_time(), describe_error(error))
             elif type(action) is Connect:
                 try:
                     with trio.fail_after(action.timeout):  # the TLS handshake included
                         stream = await _trio_tls.connect(action.host, action.port, tls)
-                except (*_STREAM_ERRORS, trio.TooSlowError) as error:
+                except (*STREAM_ERRORS, trio.TooSlowError) as error:
                     reason = "timed out" if isinstance(error, trio.TooSlowError) else None
                     driver.connect_failed(trio.current_time(), reason or describe_error(error))
                 else:
@@ -129,15 +128,12 @@ class _Connection:
         self._server = server
         self._stream = stream
         # Made when the connection is accepted: the ask's deadline starts now.
-        self.serving = server._settings.serving_connection(
-            server.hub, wake=self._wake, now=trio.current_time()
-        )
+        peer = accepted(getattr(stream, "socket", None), server._settings)
+        # The event is replaced before each action: the wake-up sets the current one.
+        self.serving = server._serving(lambda: self._ready.set(), trio.current_time(), peer)
         self._ready = trio.Event()
         self.finished = trio.Event()
         self.cancel_scope = trio.CancelScope()
-
-    def _wake(self) -> None:
-        self._ready.set()
 
     def shutdown(self) -> None:
         """The server is closing: end the path cleanly."""
@@ -167,13 +163,14 @@ class _Connection:
                 data = bytes(await self._stream.receive_some(READ_SIZE))
                 serving.data_received(trio.current_time(), data)
                 self._ready.set()
-        except _STREAM_ERRORS:
+        except STREAM_ERRORS:
             serving.connection_lost()
             self._ready.set()
 
     async def _serve(self) -> None:
         serving = self.serving
         stream = self._stream
+        settings = self._server._settings
         while True:
             # A fresh event before the next action: whatever is published
             # from here on sets it, and whatever came before is taken now.
@@ -181,22 +178,23 @@ class _Connection:
             action = serving.next_action(trio.current_time())
             if type(action) is Write:
                 try:
-                    await stream.send_all(action.data)
-                except _STREAM_ERRORS:
+                    if not await sent(stream, action.data, settings.stall_timeout):
+                        serving.write_stalled(trio.current_time())
+                except STREAM_ERRORS:
                     serving.connection_lost()
             elif type(action) is WaitUntil:
                 deadline = action.deadline
                 with trio.move_on_at(math.inf if deadline is None else deadline):
                     await self._ready.wait()
             elif type(action) is RunHandler:
-                handler = self._server._settings.exchange_handler
-                assert handler is not None
-                await run_exchange_handler(serving, handler, action.ask)
-            else:  # Close
+                await answer_within(serving, settings, action.ask)
+            else:
+                assert type(action) is Close
+                await close_as(stream, action)
                 return
 
 
-class Server(ServerBase):
+class Server(AsyncServerBase):
     """A running trio server of a hub; see :func:`serve`.
 
     ``url`` is its base URL (give it to :func:`listen`). :meth:`close` ends
@@ -204,6 +202,7 @@ class Server(ServerBase):
     """
 
     _settings: ServeSettings[ExchangeHandler]
+    _event = trio.Event
 
     def __init__(self, hub: Hub, handler: ExchangeHandler | None, options: ServeOptions) -> None:
         super().__init__(hub, handler, options)
@@ -285,7 +284,8 @@ async def serve(
     block is entered, before anything listens.
     """
     server = Server(hub, exchange_handler, options)
-    server._listeners = await trio.open_tcp_listeners(port, host=host)
+    backlog = server._settings.backlog
+    server._listeners = await trio.open_tcp_listeners(port, host=host, backlog=backlog)
     name = server._listeners[0].socket.getsockname()
     server.host = str(name[0])
     server.port = int(name[1])
