@@ -158,10 +158,11 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
     """Decode ``data`` as exactly one strict JSON value, or raise :class:`JsonError`."""
     raw = data if type(data) is bytes else bytes(data)
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode()
     except UnicodeDecodeError as error:
         raise JsonError(f"invalid UTF-8 at byte {error.start}") from None
-    scan = _scan_floats if len(raw) <= _INT_TEXT_CHECK else _long_text_scanner(raw)
+    size = len(raw)
+    scan = _scan_floats if size <= _INT_TEXT_CHECK else _long_text_scanner(raw)
     try:
         # What JSONDecoder.decode does, with the same errors: whitespace is
         # skipped only where the scanner finds no value.
@@ -191,10 +192,11 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
         raise JsonError(str(error).split("\n", 1)[0]) from None
     # Cheap pre-checks first: the walks of the value below are skipped for
     # ordinary messages, which keeps decoding within a small factor of
-    # json.loads.
-    if len(raw) >= _DEPTH_TEXT_MIN:
+    # json.loads. (``in`` on the text, not ``find`` on the bytes: on a str
+    # it is the cheaper test.)
+    if size >= _DEPTH_TEXT_MIN:
         _check_depth_of(raw, value)
-    if raw.find(b"\\") >= 0 and _may_have_surrogate(raw):
+    if "\\" in text and _may_have_surrogate(raw):
         _check_surrogates(value)
     return value
 

@@ -72,6 +72,7 @@ def _body_error(detail: str, tag: int) -> FrameError:
 
 
 _NOT_CLASSIFIED: Final = object()
+_new_object: Final = object.__new__
 
 
 class Notification:
@@ -154,7 +155,7 @@ class Notification:
             method = members.get("method")
             params = members.get("params")
             if type(method) is str and (params is None or type(params) is dict):
-                self = cls.__new__(cls)
+                self = _new_object(cls)
                 self._members = members
                 self._raw = raw
                 self._view = _NOT_CLASSIFIED
