@@ -239,7 +239,8 @@ class FrameDecoder(OffsetBuffer):
         most = self._max_frame_size
         # Frames are sliced out of bytes directly, and out of a bytearray
         # through a view released before the buffer is consumed.
-        view = None if type(buffer) is bytes else memoryview(buffer)
+        whole = buffer if type(buffer) is bytes else None
+        view = None if whole is not None else memoryview(buffer)
         try:
             while size - start >= _PREFIX:
                 (length,) = _read_length(buffer, start)
@@ -250,9 +251,10 @@ class FrameDecoder(OffsetBuffer):
                 if end > size:
                     break
                 if length:
-                    if view is None:
-                        append(buffer[start + _PREFIX : end])
+                    if whole is not None:
+                        append(whole[start + _PREFIX : end])
                     else:
+                        assert view is not None
                         append(view[start + _PREFIX : end].tobytes())
                     limit -= 1
                 start = end
