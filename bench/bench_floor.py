@@ -43,6 +43,7 @@ import contextlib
 import gc
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -246,6 +247,54 @@ async def serve_one_listener(adapter: str, count: int, gap: float) -> tuple[floa
     return float(result["cpu"]), float(result["loads"])
 
 
+def raw_reader_child(port: int, count: int) -> None:
+    """In the child: the floor of a read, a bare socket's recv() and json.loads of each line."""
+    loads = json.loads
+    received = 0
+    first = 0.0
+    pending = b""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        while received < count:
+            data = sock.recv(READ)
+            if not data:
+                break
+            if not received:
+                first = time.process_time()
+            lines = (pending + data).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                loads(line)
+            received += len(lines)
+    print(json.dumps({"cpu": time.process_time() - first}), flush=True)
+
+
+async def serve_raw_reader(count: int, gap: float) -> float:
+    """Write ``count`` bodies, one line each, ``gap`` seconds apart to a bare reader child."""
+    bodies = progress_bodies(count)
+
+    async def write(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for body in bodies:
+            writer.write(body + b"\n")
+            await writer.drain()
+            await asyncio.sleep(gap)
+        writer.close()
+
+    server = await asyncio.start_server(write, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--raw-reader", str(port), str(count), stdout=subprocess.PIPE
+        )
+        try:
+            assert child.stdout is not None
+            line = await asyncio.wait_for(child.stdout.readline(), 120)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+            await child.wait()
+    return float(json.loads(line)["cpu"])
+
+
 def adapters_section() -> None:
     print()
     print("2. adapters: a listener's process CPU per notification / json.loads of the same bodies")
@@ -259,6 +308,11 @@ def adapters_section() -> None:
             f"{floor / BURST * 1e6:>8.2f} {ratio:>6.2f}x <= {ADAPTER_TARGET}x "
             f"{verdict(ratio, ADAPTER_TARGET)}"
         )
+    # A read that carries one notification: against the same read of a bare
+    # socket (recv() and json.loads of the line) at the same pace, which
+    # includes what waking up costs on this machine.
+    bare = asyncio.run(serve_raw_reader(SINGLES, SINGLE_GAP)) / (SINGLES - 1)
+    print(f"   {'bare socket':9} {'one per read':18} {bare * 1e6:>7.2f}")
     for adapter in ADAPTERS:
         cpu, floor = asyncio.run(serve_one_listener(adapter, SINGLES, SINGLE_GAP))
         # The first notification's read is before the clock starts.
@@ -266,7 +320,7 @@ def adapters_section() -> None:
         per_loads = floor / SINGLES
         print(
             f"   {adapter:9} {'one per read':18} {per_read * 1e6:>7.2f} {per_loads * 1e6:>8.2f} "
-            f"{per_read / per_loads:>6.2f}x (reported)"
+            f"{per_read / per_loads:>6.1f}x json.loads, {per_read / bare:.1f}x a bare read"
         )
 
 
@@ -382,6 +436,9 @@ def stdin_section() -> None:
 def main() -> None:
     if sys.argv[1:2] == ["--listener"]:
         listener_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    if sys.argv[1:2] == ["--raw-reader"]:
+        raw_reader_child(int(sys.argv[2]), int(sys.argv[3]))
         return
     package = Path(diverge_notifications.__file__).parent
     print(f"measuring {package} (CPU time, best of {ROUNDS} interleaved rounds)")
