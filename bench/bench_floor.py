@@ -59,10 +59,10 @@ import diverge_notifications
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
-from diverge_notifications.adapters._common import ServingConnection
 from diverge_notifications.cli import serve as serve_cli
 from diverge_notifications.sansio import NEED_DATA, Hub, Notification, ProxyConnection, StreamOpened
 from diverge_notifications.sansio.events import Event
+from diverge_notifications.sansio.serving import ServingConnection
 
 ROUNDS: Final = 7
 
