@@ -24,6 +24,7 @@ terminal event; a :class:`ProxyConnection` follows it with exactly one
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
@@ -32,7 +33,7 @@ import h11
 from ._errors import LocalProtocolError
 from .asks import Ask, Exchange, encode_ask
 from .bodies import END, Bad, BodyReader, body_reader
-from .events import NEED_DATA, EventOrNeedData
+from .events import NEED_DATA, Event, EventOrNeedData
 from .exchange import AnswerMachine, AnswerState
 from .framing import DEFAULT_MAX_FRAME_SIZE, KEEPALIVE, PREFIX_SIZE, FrameDecoder, FrameTooLarge
 from .heads import HeadReader, Refusal, path_channel
@@ -54,6 +55,10 @@ __all__ = ["AnswerState", "ExchangeConnection", "ProxyConnection", "ProxyState"]
 
 # How many complete frames one step of next_event() hands to the rules.
 _FRAMES_PER_STEP: Final = 32
+# ... and at most about so many bytes of them: the values of a batch of
+# large messages, all alive until the caller takes their events, would
+# otherwise outgrow the processor's caches.
+_BYTES_PER_STEP: Final = 32 * 1024
 # The hot path's shortcut, derived from the table once, at import.
 _IN_BATCHES: Final = takes_frames_in_batches(PROXY_TRANSITIONS)
 
@@ -77,6 +82,8 @@ class _Rules(Protocol):
     def refused(self, status: int | None, reason: str) -> None: ...
     def connection_lost(self, reason: str = ...) -> None: ...
     def next_event(self) -> EventOrNeedData: ...
+    @property
+    def queued(self) -> deque[Event]: ...
 
 
 _R = TypeVar("_R", bound=_Rules)
@@ -107,6 +114,7 @@ class _AskConnection(Generic[_R]):
         "_heads",
         "_lost",
         "_max_head_size",
+        "_queued",
         "_refusal",
         "_request",
         "_rules",
@@ -141,6 +149,8 @@ class _AskConnection(Generic[_R]):
         self._request = heads.request(authority, body, token=token, target=target)
         self._heads: HeadReader | None = heads
         self._rules = rules
+        # The rules' events, taken by next_event() straight from their queue.
+        self._queued = rules.queued
         self._state = ProxyState.SENDING_ASK
         self._eof = False
         self._lost: str | None = None
@@ -219,11 +229,13 @@ class _AskConnection(Generic[_R]):
 
     def next_event(self) -> EventOrNeedData:
         """The next event, or :data:`NEED_DATA` until more bytes (or end of file) arrive."""
-        next_queued = self._rules.next_event
-        event = next_queued()
-        while event is NEED_DATA and self._advance():
-            event = next_queued()
-        return event
+        # The rules' next_event(), with their queue read here: one call less
+        # for every event.
+        queued = self._queued
+        while not queued:
+            if not self._advance():
+                return NEED_DATA
+        return queued.popleft()
 
     # --- the machine -----------------------------------------------------------
 
@@ -347,10 +359,12 @@ class _AskConnection(Generic[_R]):
         decoder = self._decoder
         assert decoder is not None
         handed = 0
-        while handed < _FRAMES_PER_STEP:
-            payloads = decoder.next_payloads(_FRAMES_PER_STEP - handed)
+        budget = _BYTES_PER_STEP
+        while handed < _FRAMES_PER_STEP and budget > 0:
+            payloads = decoder.next_payloads(_FRAMES_PER_STEP - handed, budget)
             if payloads:
                 handed += len(payloads)
+                budget -= sum(map(len, payloads))
                 self._to_rules(None, payloads)
                 if self._state is not ProxyState.STREAMING:
                     return True
