@@ -37,7 +37,6 @@ from typing import Any, Final
 from ._errors import LocalProtocolError
 from .actions import Connect, Deliver, Disconnect, ListenAction, Receive, Send, Sleep, Stop
 from .events import (
-    NEED_DATA,
     AttemptsExhausted,
     ConnectionFailed,
     Event,
@@ -371,15 +370,19 @@ class ListenDriver:
     ) -> tuple[list[Notification | Event], bool]:
         """What the connection has for the caller, and whether the path ended."""
         delivered: list[Notification | Event] = []
+        append = delivered.append
         events = self._events
         policy = self.policy
-        while True:
-            event = connection.next_event()
-            if event is NEED_DATA:
-                return delivered, False
+        # What the policy weighs is whether the path delivered, not how much
+        # (a path that delivered is a healthy one): it is told once per read,
+        # at the read's first notification, rather than for every one.
+        told = False
+        for event in connection.next_events():
             if type(event) is NotificationReceived:
-                policy.notification_received()
-                delivered.append(event if events else event.notification)
+                if not told:
+                    policy.notification_received()
+                    told = True
+                append(event if events else event.notification)
                 continue
             if isinstance(event, StreamOpened):
                 policy.path_opened(now)
@@ -391,6 +394,7 @@ class ListenDriver:
                 delivered.append(event)
             if isinstance(event, ReaskNeeded):
                 return delivered, True
+        return delivered, False
 
     def _end_ask(self, now: float, delivered: list[Notification | Event]) -> None:
         outcome = self.policy.ask_ended(now, self._random())

@@ -237,6 +237,19 @@ class _AskConnection(Generic[_R]):
                 return NEED_DATA
         return queued.popleft()
 
+    def next_events(self) -> list[Event]:
+        """Every event there is now: what :meth:`next_event` returns until :data:`NEED_DATA`.
+
+        The same events in the same order, in one call; for a caller that
+        takes all there is after each read anyway.
+        """
+        queued = self._queued
+        while self._advance():
+            pass
+        events = list(queued)
+        queued.clear()
+        return events
+
     # --- the machine -----------------------------------------------------------
 
     def _fire(
