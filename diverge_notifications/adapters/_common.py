@@ -12,6 +12,7 @@ in common (the options' types, :class:`ServerBase`, :class:`ClosedOnExit`).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import inspect
 import random as _random
@@ -39,6 +40,7 @@ __all__ = [
     "ServeOptions",
     "ServerBase",
     "Starting",
+    "asyncio_receive",
     "call_exchange_handler",
     "describe_error",
     "listen_driver",
@@ -48,6 +50,30 @@ __all__ = [
 
 #: Bytes asked of the socket per read: large, so that a busy path costs few calls.
 READ_SIZE = 256 * 1024
+
+# asyncio.timeout() (Python 3.11) puts the deadline on the reading task
+# itself; wait_for() makes a task of every read, which costs a read that
+# carries one notification more than decoding it does.
+_asyncio_timeout: Any = getattr(asyncio, "timeout", None)
+
+
+async def asyncio_receive(
+    driver: ListenDriver, reader: asyncio.StreamReader, timeout: float, clock: Callable[[], float]
+) -> None:
+    """The asyncio listener's ``Receive``: one read of ``reader``, reported to ``driver``."""
+    try:
+        if _asyncio_timeout is None:  # pragma: no cover - Python 3.10
+            data = await asyncio.wait_for(reader.read(READ_SIZE), timeout)
+        else:
+            async with _asyncio_timeout(timeout):
+                data = await reader.read(READ_SIZE)
+    except (OSError, asyncio.TimeoutError) as error:
+        if isinstance(error, asyncio.TimeoutError) and not getattr(error, "errno", 0):
+            driver.timed_out(clock())  # the deadline's timeout, not the socket's
+        else:
+            driver.connection_lost(clock(), describe_error(error))
+    else:
+        driver.data_received(clock(), data)
 
 
 class ListenOptions(TypedDict, total=False):

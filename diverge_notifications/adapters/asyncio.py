@@ -34,6 +34,7 @@ from ._common import (
     READ_SIZE,
     ServerBase,
     Starting,
+    asyncio_receive,
     describe_error,
     listen_driver,
     run_exchange_handler,
@@ -80,15 +81,7 @@ async def _listen(
                     yield item
             elif type(action) is Receive:
                 assert reader is not None
-                try:
-                    data = await asyncio.wait_for(reader.read(READ_SIZE), action.timeout)
-                except (OSError, asyncio.TimeoutError) as error:
-                    if isinstance(error, asyncio.TimeoutError) and not getattr(error, "errno", 0):
-                        driver.timed_out(loop.time())  # wait_for's timeout, not the socket's
-                    else:
-                        driver.connection_lost(loop.time(), describe_error(error))
-                else:
-                    driver.data_received(loop.time(), data)
+                await asyncio_receive(driver, reader, action.timeout, loop.time)
             elif type(action) is Send:
                 assert writer is not None
                 # A write never blocks here; a failure shows up on the next read.
