@@ -154,26 +154,31 @@ _SURROGATE_STARTS = (b"\\ud", b"\\uD")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
-def parse(data: bytes | bytearray | memoryview) -> Any:
-    """Decode ``data`` as exactly one strict JSON value, or raise :class:`JsonError`."""
+def parse(data: bytes | bytearray | memoryview, start: int = 0) -> Any:
+    """Decode ``data`` as exactly one strict JSON value, or raise :class:`JsonError`.
+
+    With ``start``, the value is ``data[start:]``, read in place (a message's
+    JSON after its tag byte, without a copy); the bytes before ``start``
+    must be ASCII, and the offsets in errors count from ``start``.
+    """
     raw = data if type(data) is bytes else bytes(data)
     try:
         text = raw.decode()
     except UnicodeDecodeError as error:
-        raise JsonError(f"invalid UTF-8 at byte {error.start}") from None
-    size = len(raw)
+        raise JsonError(f"invalid UTF-8 at byte {error.start - start}") from None
+    size = len(raw) - start
     scan = _scan_floats if size <= _INT_TEXT_CHECK else _long_text_scanner(raw)
     try:
         # What JSONDecoder.decode does, with the same errors: whitespace is
         # skipped only where the scanner finds no value.
         try:
-            value, end = scan(text, 0)
+            value, end = scan(text, start)
         except StopIteration as stop:
-            start = _after_whitespace(text, 0)
-            if not start:
+            after = _after_whitespace(text, start)
+            if after == start:
                 raise json.JSONDecodeError("Expecting value", text, stop.value) from None
             try:
-                value, end = scan(text, start)
+                value, end = scan(text, after)
             except StopIteration as error:
                 raise json.JSONDecodeError("Expecting value", text, error.value) from None
         if end != len(text):
@@ -185,7 +190,7 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
     except json.JSONDecodeError as error:
         # Some of the standard library's messages already end in "at".
         message = error.msg.removesuffix(" at")
-        raise JsonError(f"{message} at offset {error.pos}") from None
+        raise JsonError(f"{message} at offset {error.pos - start}") from None
     except RecursionError:
         raise JsonError(_DEPTH_DETAIL) from None
     except ValueError as error:  # pragma: no cover - defensive: conversions are bounded above

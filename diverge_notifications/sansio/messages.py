@@ -52,7 +52,7 @@ pack_frame_head: Final = struct.Struct(LENGTH_FORMAT + "B").pack
 
 Message = Notification | ErrorData
 
-_notification_from_bytes: Final = Notification.from_bytes
+_decode_notification: Final = Notification._decode
 
 #: What a notification may be given as to a writer: an object, a mapping, or raw JSON bytes.
 NotificationLike = Notification | Mapping[str, Any] | bytes | bytearray | memoryview
@@ -68,8 +68,8 @@ def decode_message(data: bytes | bytearray | memoryview) -> Message:
     """
     if type(data) is bytes:
         if data and data[0] == NOTIFICATION_TAG:
-            # The common case first, with the notification decoder bound once.
-            return _notification_from_bytes(data[1:])
+            # The common case first: the JSON is read in place, after the tag.
+            return _decode_notification(data, True)
         if not data:
             raise FrameError(FrameErrorReason.EMPTY, "message is empty: no tag byte")
         tag = data[0]
