@@ -167,6 +167,8 @@ BURST: Final = 50_000
 #: Notifications published one at a time, each carried by a read of its own.
 SINGLES: Final = 300
 SINGLE_GAP: Final = 0.003
+#: Listener children run at full speed per adapter (the least disturbed counts).
+LISTENER_ROUNDS: Final = 5
 
 
 def bench_notifications(count: int) -> list[Notification]:
@@ -300,7 +302,9 @@ def adapters_section() -> None:
     print("2. adapters: a listener's process CPU per notification / json.loads of the same bodies")
     print(f"   {'adapter':9} {'feed':18} {'us/msg':>7} {'loads us':>8} {'ratio':>7} target")
     for adapter in ADAPTERS:
-        rounds = [asyncio.run(serve_one_listener(adapter, BURST, 0.0)) for _ in range(3)]
+        rounds = [
+            asyncio.run(serve_one_listener(adapter, BURST, 0.0)) for _ in range(LISTENER_ROUNDS)
+        ]
         cpu, floor = min(rounds)
         ratio = cpu / min(loads for _cpu, loads in rounds)
         print(

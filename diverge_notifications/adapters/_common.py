@@ -48,8 +48,12 @@ __all__ = [
     "serve_settings",
 ]
 
-#: Bytes asked of the socket per read: large, so that a busy path costs few calls.
-READ_SIZE = 256 * 1024
+#: Bytes asked of the socket per read: large, so that a busy path costs few
+#: calls, and no larger: a read's notifications are all decoded before the
+#: first is handed on, and those of 64 KiB stay within the processor's
+#: caches (``bench/bench_floor.py`` shows larger reads costing more per
+#: notification, not less).
+READ_SIZE = 64 * 1024
 
 # asyncio.timeout() (Python 3.11) puts the deadline on the reading task
 # itself; wait_for() makes a task of every read, which costs a read that
