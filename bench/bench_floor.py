@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import os
 import socket
@@ -53,18 +52,18 @@ from pathlib import Path
 from typing import Final, cast
 
 import trio
-from bench_proxy import HEAD, READ, chunk_each, log_bodies, packed, progress_bodies
+from bench_proxy import READ, ROUNDS, best_of, chunk_each, log_bodies, packed, progress_bodies
+from bench_proxy import json_loads as loads_time
+from bench_proxy import through_proxy as proxy_time
 
 import diverge_notifications
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.cli import serve as serve_cli
-from diverge_notifications.sansio import NEED_DATA, Hub, Notification, ProxyConnection, StreamOpened
+from diverge_notifications.sansio import Hub, Notification, ProxyConnection
 from diverge_notifications.sansio.events import Event
 from diverge_notifications.sansio.serving import ServingConnection
-
-ROUNDS: Final = 7
 
 #: The targets, as ratios to the floor (fan-out: microseconds per delivery).
 DECODE_SMALL_TARGET: Final = 1.0
@@ -79,56 +78,11 @@ HISTORY: Final = """\
 """.rstrip()
 
 
-def best_of(runs: dict[str, Callable[[], float]], rounds: int = ROUNDS) -> dict[str, float]:
-    """The least time of each run over ``rounds`` interleaved rounds."""
-    best = {name: float("inf") for name in runs}
-    gc.collect()
-    for _ in range(rounds):
-        for name, run in runs.items():  # interleaved, so drift hits all alike
-            best[name] = min(best[name], run())
-    return best
-
-
-def loads_time(bodies: list[bytes]) -> Callable[[], float]:
-    """The floor: ``json.loads`` of each body."""
-
-    def run() -> float:
-        loads = json.loads
-        started = time.process_time()
-        for body in bodies:
-            loads(body)
-        return time.process_time() - started
-
-    return run
-
-
 def verdict(value: float, target: float) -> str:
     return "met" if value <= target else "NOT met"
 
 
 # --- 1. decode -------------------------------------------------------------------------
-
-
-def proxy_time(answer: bytes, count: int) -> Callable[[], float]:
-    """The whole receive path over ``answer`` (a path's body) read in 64 KiB pieces."""
-    reads = [answer[i : i + READ] for i in range(0, len(answer), READ)]
-
-    def run() -> float:
-        connection = ProxyConnection("bench:1")
-        connection.data_to_send()
-        connection.receive_data(HEAD)
-        assert isinstance(connection.next_event(), StreamOpened)
-        received = 0
-        started = time.process_time()
-        for piece in reads:
-            connection.receive_data(piece)
-            while connection.next_event() is not NEED_DATA:
-                received += 1
-        elapsed = time.process_time() - started
-        assert received == count, (received, count)
-        return elapsed
-
-    return run
 
 
 def decode_section() -> None:
