@@ -220,14 +220,12 @@ class FrameDecoder(OffsetBuffer):
         if self._failed is None:
             super().feed(data)
 
-    def next_payloads(self, limit: int, max_bytes: int = 2**63) -> list[bytes] | None:
+    def next_payloads(self, limit: int) -> list[bytes] | None:
         """Up to ``limit`` message payloads (``limit >= 1``) from the complete frames held.
 
         The same frames, in the same order, as calling :meth:`next_frame`
         until it returns ``None`` or a :class:`FrameTooLarge`, for less per
         frame; keep-alive frames are taken and skipped, and do not count.
-        No payload is taken once those taken hold ``max_bytes`` bytes (the
-        first always is), so that a batch of large messages stays small.
         An empty list means more bytes are needed; ``None``, that an
         oversized frame finished the decoder (:meth:`next_frame` returns it).
         """
@@ -259,16 +257,15 @@ class FrameDecoder(OffsetBuffer):
                         assert view is not None
                         append(view[start + _PREFIX : end].tobytes())
                     limit -= 1
-                    max_bytes -= length
                 start = end
-                if not limit or max_bytes <= 0:
+                if not limit:
                     break
         finally:
             if view is not None:
                 view.release()
         if start != self._start:
             self._consume(start)
-        if self._start and limit and max_bytes > 0:
+        if self._start and limit:
             self._keep_partial_only()
         return payloads
 

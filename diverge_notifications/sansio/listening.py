@@ -37,6 +37,7 @@ from typing import Any, Final
 from ._errors import LocalProtocolError
 from .actions import Connect, Deliver, Disconnect, ListenAction, Receive, Send, Sleep, Stop
 from .events import (
+    NEED_DATA,
     AttemptsExhausted,
     ConnectionFailed,
     Event,
@@ -371,13 +372,17 @@ class ListenDriver:
         """What the connection has for the caller, and whether the path ended."""
         delivered: list[Notification | Event] = []
         append = delivered.append
+        next_event = connection.next_event
         events = self._events
         policy = self.policy
         # What the policy weighs is whether the path delivered, not how much
         # (a path that delivered is a healthy one): it is told once per read,
         # at the read's first notification, rather than for every one.
         told = False
-        for event in connection.next_events():
+        while True:
+            event = next_event()
+            if event is NEED_DATA:
+                return delivered, False
             if type(event) is NotificationReceived:
                 if not told:
                     policy.notification_received()
@@ -394,7 +399,6 @@ class ListenDriver:
                 delivered.append(event)
             if isinstance(event, ReaskNeeded):
                 return delivered, True
-        return delivered, False
 
     def _end_ask(self, now: float, delivered: list[Notification | Event]) -> None:
         outcome = self.policy.ask_ended(now, self._random())

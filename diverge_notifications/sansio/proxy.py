@@ -55,10 +55,6 @@ __all__ = ["AnswerState", "ExchangeConnection", "ProxyConnection", "ProxyState"]
 
 # How many complete frames one step of next_event() hands to the rules.
 _FRAMES_PER_STEP: Final = 32
-# ... and at most about so many bytes of them: the values of a batch of
-# large messages, all alive until the caller takes their events, would
-# otherwise outgrow the processor's caches.
-_BYTES_PER_STEP: Final = 32 * 1024
 # The hot path's shortcut, derived from the table once, at import.
 _IN_BATCHES: Final = takes_frames_in_batches(PROXY_TRANSITIONS)
 
@@ -81,7 +77,6 @@ class _Rules(Protocol):
     def receive_finish(self, *, status: int | None = None) -> None: ...
     def refused(self, status: int | None, reason: str) -> None: ...
     def connection_lost(self, reason: str = ...) -> None: ...
-    def next_event(self) -> EventOrNeedData: ...
     @property
     def queued(self) -> deque[Event]: ...
 
@@ -149,8 +144,7 @@ class _AskConnection(Generic[_R]):
         self._request = heads.request(authority, body, token=token, target=target)
         self._heads: HeadReader | None = heads
         self._rules = rules
-        # The rules' events, taken by next_event() straight from their queue.
-        self._queued = rules.queued
+        self._queued = rules.queued  # the rules' events, taken here from their queue
         self._state = ProxyState.SENDING_ASK
         self._eof = False
         self._lost: str | None = None
@@ -229,26 +223,11 @@ class _AskConnection(Generic[_R]):
 
     def next_event(self) -> EventOrNeedData:
         """The next event, or :data:`NEED_DATA` until more bytes (or end of file) arrive."""
-        # The rules' next_event(), with their queue read here: one call less
-        # for every event.
-        queued = self._queued
+        queued = self._queued  # the rules' queue read here: one call less per event
         while not queued:
             if not self._advance():
                 return NEED_DATA
         return queued.popleft()
-
-    def next_events(self) -> list[Event]:
-        """Every event there is now: what :meth:`next_event` returns until :data:`NEED_DATA`.
-
-        The same events in the same order, in one call; for a caller that
-        takes all there is after each read anyway.
-        """
-        queued = self._queued
-        while self._advance():
-            pass
-        events = list(queued)
-        queued.clear()
-        return events
 
     # --- the machine -----------------------------------------------------------
 
@@ -372,12 +351,10 @@ class _AskConnection(Generic[_R]):
         decoder = self._decoder
         assert decoder is not None
         handed = 0
-        budget = _BYTES_PER_STEP
-        while handed < _FRAMES_PER_STEP and budget > 0:
-            payloads = decoder.next_payloads(_FRAMES_PER_STEP - handed, budget)
+        while handed < _FRAMES_PER_STEP:
+            payloads = decoder.next_payloads(_FRAMES_PER_STEP - handed)
             if payloads:
                 handed += len(payloads)
-                budget -= sum(map(len, payloads))
                 self._to_rules(None, payloads)
                 if self._state is not ProxyState.STREAMING:
                     return True
