@@ -20,7 +20,7 @@ import ssl
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
-from ..sansio.actions import ExchangeHandler, ExchangeResult
+from ..sansio.actions import ClientDriver, ExchangeHandler, ExchangeResult
 from ..sansio.asks import Ask
 from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
@@ -62,7 +62,7 @@ _asyncio_timeout: Any = getattr(asyncio, "timeout", None)
 
 
 async def asyncio_receive(
-    driver: ListenDriver, reader: asyncio.StreamReader, timeout: float, clock: Callable[[], float]
+    driver: ClientDriver, reader: asyncio.StreamReader, timeout: float, clock: Callable[[], float]
 ) -> None:
     """The asyncio listener's ``Receive``: one read of ``reader``, reported to ``driver``."""
     try:
