@@ -39,6 +39,9 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
         self._driver = driver
         self._tls = context
         self._stop = threading.Event()
+        # close() was called: read for every item delivered, where
+        # ``self._stop.is_set()`` would cost a call each.
+        self._closed = False
         # Held for the whole of each next(): close() tries it to learn
         # whether another thread is inside the generator right now.
         self._next_lock = threading.Lock()
@@ -61,6 +64,7 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
         attempt ends within ``connect_timeout``. The iterating thread's
         ``next()`` then raises ``StopIteration``.
         """
+        self._closed = True
         self._stop.set()
         with self._socket_lock:
             sock = self._socket
@@ -91,7 +95,7 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
                 action = driver.next_action(time.monotonic())
                 if type(action) is Deliver:
                     for item in action.items:
-                        if stop.is_set():
+                        if self._closed:
                             return
                         yield item
                 elif type(action) is Receive:

@@ -16,7 +16,6 @@ for, :class:`ClosedOnExit`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import inspect
@@ -71,12 +70,9 @@ __all__ = [
     "ServerBase",
     "Starting",
     "accepted",
-    "answer_within",
     "call_exchange_handler",
     "describe_error",
-    "drained",
     "handler_timed_out",
-    "linger",
     "listen_driver",
     "log_report",
     "logger",
@@ -90,8 +86,12 @@ __all__ = [
 #: warning, exchange handlers that fail at error (with the traceback).
 logger = logging.getLogger("diverge_notifications.server")
 
-#: Bytes asked of the socket per read: large, so that a busy path costs few calls.
-READ_SIZE = 256 * 1024
+#: Bytes asked of the socket per read: large, so that a busy path costs few
+#: calls, and no larger: a read's notifications are all decoded before the
+#: first is handed on, and those of 64 KiB stay within the processor's
+#: caches (``bench/bench_floor.py`` shows larger reads costing more per
+#: notification, not less).
+READ_SIZE = 64 * 1024
 
 
 class ListenOptions(TypedDict, total=False):
@@ -524,55 +524,3 @@ class Starting(Coroutine[Any, Any, _Started], Generic[_Started]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._close()
-
-
-async def drained(writer: asyncio.StreamWriter, stall_timeout: float) -> bool:
-    """Wait for the socket to take what was written (asyncio's flow control).
-
-    False if the peer took no byte for ``stall_timeout`` seconds: the bytes
-    the transport holds did not go down meanwhile. They are looked at a few
-    times per ``stall_timeout`` (at least once a second), so that a stall is
-    noticed within that much of its deadline.
-    """
-    transport = writer.transport
-    loop = asyncio.get_running_loop()
-    step = min(1.0, stall_timeout / 4)
-    left = transport.get_write_buffer_size()
-    progressed = loop.time()
-    while True:
-        try:
-            await asyncio.wait_for(writer.drain(), step)
-            return True
-        except asyncio.TimeoutError:
-            now_left = transport.get_write_buffer_size()
-            if now_left < left:
-                left, progressed = now_left, loop.time()
-            elif loop.time() - progressed >= stall_timeout:
-                return False
-
-
-async def answer_within(
-    serving: ServingConnection, settings: ServeSettings[ExchangeHandler], ask: Ask
-) -> None:
-    """Perform ``RunHandler(ask)`` (asyncio), cancelling the handler past ``exchange_timeout``."""
-    assert settings.exchange_handler is not None
-    running = run_exchange_handler(serving, settings.exchange_handler, ask)
-    try:
-        await asyncio.wait_for(running, settings.exchange_timeout)
-    except asyncio.TimeoutError:
-        handler_timed_out(serving, ask, settings.exchange_timeout)
-
-
-async def linger(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seconds: float
-) -> None:
-    """Half-close, then read and discard until the peer closes or ``seconds`` pass (asyncio)."""
-
-    async def discard() -> None:
-        if writer.can_write_eof():
-            writer.write_eof()
-        while await reader.read(READ_SIZE):
-            pass
-
-    with contextlib.suppress(OSError, asyncio.TimeoutError):
-        await asyncio.wait_for(discard(), seconds)

@@ -31,15 +31,13 @@ from ..sansio.events import Event
 from ..sansio.hub import Hub
 from ..sansio.mcp import Notification
 from ..sansio.serve_settings import ServeSettings
+from ._asyncio_parts import answer_within, asyncio_receive, drained, linger
 from ._common import (
     READ_SIZE,
     AsyncServerBase,
     Starting,
     accepted,
-    answer_within,
     describe_error,
-    drained,
-    linger,
     listen_driver,
     reset_on_close,
 )
@@ -85,15 +83,7 @@ async def _listen(
                     yield item
             elif type(action) is Receive:
                 assert reader is not None
-                try:
-                    data = await asyncio.wait_for(reader.read(READ_SIZE), action.timeout)
-                except (OSError, asyncio.TimeoutError) as error:
-                    if isinstance(error, asyncio.TimeoutError) and not getattr(error, "errno", 0):
-                        driver.timed_out(loop.time())  # wait_for's timeout, not the socket's
-                    else:
-                        driver.connection_lost(loop.time(), describe_error(error))
-                else:
-                    driver.data_received(loop.time(), data)
+                await asyncio_receive(driver, reader, action.timeout, loop.time)
             elif type(action) is Send:
                 assert writer is not None
                 # A write never blocks here; a failure shows up on the next read.

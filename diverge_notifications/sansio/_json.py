@@ -64,7 +64,9 @@ def _out_of_range(text: str) -> JsonError:
 
 def _finite_float(text: str) -> float:
     value = float(text)
-    if math.isinf(value):
+    # ``value - value`` is 0.0 for a finite value and NaN (true) for an
+    # infinite one: a cheaper test than math.isinf, paid once per float.
+    if value - value:
         raise _out_of_range(text)
     return value
 
@@ -77,9 +79,21 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-# The bounded number hooks are Python calls, one per number: paid only when a
-# number could be out of range. A number without a run of 20 digits and
-# without a 3-digit exponent is below 10**120, so the plain decoder is exact.
+# Three decoders, all refusing NaN and the infinities. A number out of range
+# is caught as it is read, by a hook the scanner calls with the number's
+# text: a Python call per number, so paid only where a number can be out of
+# range.
+#
+# * Floats: every float goes through _finite_float in the usual decoder. A
+#   message that holds no float pays nothing for it.
+# * Integers: one out of range has more than _INT_TEXT_CHECK characters, so
+#   a shorter text cannot hold one; in a longer one a sample of the text
+#   says whether a run of that many digits may be there, and only then are
+#   integers read through _bounded_int (the checked decoder).
+# * A long text dense in floats would pay the float hook many times: there
+#   the shape of the text (below) is looked at instead, and when no number
+#   in it can be out of range the plain decoder, without hooks, reads it.
+_float_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 _checked_decoder = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int
 )
@@ -88,10 +102,23 @@ _plain_decoder = json.JSONDecoder(parse_constant=_reject_constant)
 # them, but without its two whitespace matches when there is no whitespace
 # around the value: for a short message those cost as much as the scan.
 # (JSONDecoder sets ``scan_once`` on itself; typeshed does not declare it.)
-_scan_checked: Callable[[str, int], tuple[Any, int]] = vars(_checked_decoder)["scan_once"]
-_scan_plain: Callable[[str, int], tuple[Any, int]] = vars(_plain_decoder)["scan_once"]
+_Scan = Callable[[str, int], tuple[Any, int]]
+_scan_floats: _Scan = vars(_float_decoder)["scan_once"]
+_scan_checked: _Scan = vars(_checked_decoder)["scan_once"]
+_scan_plain: _Scan = vars(_plain_decoder)["scan_once"]
 # The whitespace JSONDecoder.decode skips (json.decoder.WHITESPACE).
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+# The sample of a long text: every _STRIDE-th byte. A run of _INT_TEXT_CHECK
+# digits holds _SAMPLED_RUN of them in a row (_STRIDE * _SAMPLED_RUN is not
+# more than _INT_TEXT_CHECK), so a sample without such a run proves that
+# the text has no integer out of range.
+_STRIDE = 30
+_SAMPLED_RUN = b"0" * (_INT_TEXT_CHECK // _STRIDE)
+_DIGITS_TABLE = bytes(ord("0") if 0x30 <= byte <= 0x39 else ord(" ") for byte in range(256))
+# The float hook costs about as much as looking at this many bytes of the
+# text's shape: a long text with more floats than one in so many bytes (as
+# its sample's decimal points say) is read the other way.
+_BYTES_PER_FLOAT_HOOK = 100
 # One C-level pass gives the shape of the text: digits become "0", exponent
 # letters "e", signs are deleted and everything else is " ". Plain substring
 # searches over it then say whether a number could be out of range (a
@@ -100,7 +127,10 @@ _SHAPE_TABLE = bytes(
     ord("0") if 0x30 <= byte <= 0x39 else ord("e") if byte in b"eE" else ord(" ")
     for byte in range(256)
 )
+# A number without a run of 20 digits and without a 3-digit exponent is
+# below 10**120, so the plain decoder reads it exactly.
 _LONG_DIGITS = b"0" * 20
+_LONG_INT_DIGITS = b"0" * _INT_TEXT_CHECK
 # For this literal the regular expression engine's prefix search is faster
 # than ``find``, which slows down on text full of digits.
 _LONG_EXPONENT = re.compile(rb"e000")
@@ -116,36 +146,39 @@ _ESCAPED_BACKSLASH_OR_QUOTE = re.compile(rb'\\[\\"]')
 # Dropping escapes costs a little per escape: in a text with more than one
 # backslash in this many bytes, the value itself is walked instead.
 _SPARSE_ESCAPES = 16
-
-
+# A ``\u`` escape that can leave a lone surrogate (``\uD800`` to ``\uDFFF``).
+# Plain searches for its first three bytes find where the first candidate
+# may be; the expression is searched from there, and only a match has the
+# value walked.
+_SURROGATE_STARTS = (b"\\ud", b"\\uD")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
-def parse(data: bytes | bytearray | memoryview) -> Any:
-    """Decode ``data`` as exactly one strict JSON value, or raise :class:`JsonError`."""
+def parse(data: bytes | bytearray | memoryview, start: int = 0) -> Any:
+    """Decode ``data`` as exactly one strict JSON value, or raise :class:`JsonError`.
+
+    With ``start``, the value is ``data[start:]``, read in place (a message's
+    JSON after its tag byte, without a copy); the bytes before ``start``
+    must be ASCII, and the offsets in errors count from ``start``.
+    """
     raw = data if type(data) is bytes else bytes(data)
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode()
     except UnicodeDecodeError as error:
-        raise JsonError(f"invalid UTF-8 at byte {error.start}") from None
-    # ``find`` rather than ``in``: on bytes, ``in`` first tries the needle
-    # as an integer, and that failed attempt costs more than the search.
-    shape = raw.translate(_SHAPE_TABLE, b"+-")
-    if shape.find(_LONG_DIGITS) < 0 and _LONG_EXPONENT.search(shape) is None:
-        scan = _scan_plain
-    else:
-        scan = _scan_checked
+        raise JsonError(f"invalid UTF-8 at byte {error.start - start}") from None
+    size = len(raw) - start
+    scan = _scan_floats if size <= _INT_TEXT_CHECK else _long_text_scanner(raw)
     try:
         # What JSONDecoder.decode does, with the same errors: whitespace is
         # skipped only where the scanner finds no value.
         try:
-            value, end = scan(text, 0)
+            value, end = scan(text, start)
         except StopIteration as stop:
-            start = _after_whitespace(text, 0)
-            if not start:
+            after = _after_whitespace(text, start)
+            if after == start:
                 raise json.JSONDecodeError("Expecting value", text, stop.value) from None
             try:
-                value, end = scan(text, start)
+                value, end = scan(text, after)
             except StopIteration as error:
                 raise json.JSONDecodeError("Expecting value", text, error.value) from None
         if end != len(text):
@@ -157,19 +190,43 @@ def parse(data: bytes | bytearray | memoryview) -> Any:
     except json.JSONDecodeError as error:
         # Some of the standard library's messages already end in "at".
         message = error.msg.removesuffix(" at")
-        raise JsonError(f"{message} at offset {error.pos}") from None
+        raise JsonError(f"{message} at offset {error.pos - start}") from None
     except RecursionError:
         raise JsonError(_DEPTH_DETAIL) from None
     except ValueError as error:  # pragma: no cover - defensive: conversions are bounded above
         raise JsonError(str(error).split("\n", 1)[0]) from None
     # Cheap pre-checks first: the walks of the value below are skipped for
     # ordinary messages, which keeps decoding within a small factor of
-    # json.loads.
-    if len(raw) >= _DEPTH_TEXT_MIN:
+    # json.loads. (``in`` on the text, not ``find`` on the bytes: on a str
+    # it is the cheaper test.)
+    if size >= _DEPTH_TEXT_MIN:
         _check_depth_of(raw, value)
-    if raw.find(b"\\") >= 0 and _SURROGATE_ESCAPE.search(raw) is not None:
+    if "\\" in text and _may_have_surrogate(raw):
         _check_surrogates(value)
     return value
+
+
+def _long_text_scanner(raw: bytes) -> _Scan:
+    """The scanner for a text longer than :data:`_INT_TEXT_CHECK` bytes (see the decoders)."""
+    sample = raw[::_STRIDE]
+    shape: bytes | None = None
+    if sample.translate(_DIGITS_TABLE).find(_SAMPLED_RUN) >= 0:
+        shape = raw.translate(_SHAPE_TABLE, b"+-")
+        if shape.find(_LONG_INT_DIGITS) >= 0:
+            return _scan_checked
+    if sample.count(b".") * _STRIDE * _BYTES_PER_FLOAT_HOOK <= len(raw):
+        return _scan_floats
+    if shape is None:
+        shape = raw.translate(_SHAPE_TABLE, b"+-")
+    if shape.find(_LONG_DIGITS) < 0 and _LONG_EXPONENT.search(shape) is None:
+        return _scan_plain
+    return _scan_checked
+
+
+def _may_have_surrogate(raw: bytes) -> bool:
+    low, high = _SURROGATE_STARTS
+    starts = [start for start in (raw.find(low), raw.find(high)) if start >= 0]
+    return bool(starts) and _SURROGATE_ESCAPE.search(raw, min(starts)) is not None
 
 
 def _after_whitespace(text: str, position: int) -> int:
@@ -185,9 +242,15 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
     passes over the text find them. Only a text dense in escapes has its
     value walked instead.
     """
+    # Fewer opening brackets, in strings or not, than levels refused: done.
+    # (``replace`` with a count is the cheapest bounded count: it finds each
+    # bracket with ``memchr``, where ``count`` looks at every byte.)
+    opening = len(raw) - len(raw.replace(b"{", b"", MAX_DEPTH))
+    if opening < MAX_DEPTH:
+        opening += len(raw) - len(raw.replace(b"[", b"", MAX_DEPTH - opening))
+        if opening < MAX_DEPTH:
+            return
     marks = raw.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
-    if marks.count(b"[") < MAX_DEPTH:
-        return  # fewer opening brackets, in strings or not, than levels refused
     if raw.find(b"\\") >= 0:
         if raw.count(b"\\") * _SPARSE_ESCAPES > len(raw):
             _check_depth(value)

@@ -71,9 +71,9 @@ __all__ = [
 _CRLF: Final = b"\r\n"
 # RFC 9112 §7.1: chunk-size [chunk-ext] CRLF (the extensions are ignored).
 _CHUNK_SIZE_LINE: Final = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
-# The common chunk-size line: digits only, with its CRLF; at most 18 bytes.
-_PLAIN_SIZE_LINE: Final = re.compile(rb"([0-9A-Fa-f]{1,16})\r\n")
+# The common chunk-size line: 1-16 hex digits only, with its CRLF; at most 18 bytes.
 _PLAIN_SIZE_LINE_MAX: Final = 18
+_HEX_DIGITS: Final = b"0123456789abcdefABCDEF"
 # A field line of the trailer section: a token, a colon, visible text.
 _TRAILER_FIELD: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*")
 _BROKEN_CHUNKS: Final = "the answer's chunked encoding is broken"
@@ -241,15 +241,22 @@ class ChunkedBody(BodyReader):
         if type(buffer) is not bytes:
             return None
         start = self._start
-        match_size_line = _PLAIN_SIZE_LINE.match
+        find = buffer.find
         pieces: list[bytes] = []
+        # No regular expression here: a search for the CRLF, a strip of the
+        # hex digits and ``startswith`` cost half as much per chunk as a
+        # match, which is most of the cost of a chunk that holds one frame.
         while True:
-            match = match_size_line(buffer, start)
-            if match is None:
-                break
-            data_start = match.end()
-            data_end = data_start + int(match[1], 16)
-            if data_end == data_start or buffer[data_end : data_end + 2] != _CRLF:
+            # The CRLF of a plain size line is within its first 18 bytes.
+            line_end = find(_CRLF, start, start + _PLAIN_SIZE_LINE_MAX)
+            if line_end <= start:
+                break  # no plain size line here (or an empty size)
+            size_text = buffer[start:line_end]
+            if size_text.strip(_HEX_DIGITS):
+                break  # not digits only: an extension, a space, not hex at all
+            data_start = line_end + 2
+            data_end = data_start + int(size_text, 16)
+            if data_end == data_start or not buffer.startswith(_CRLF, data_end):
                 break  # the last chunk (the trailer section follows), or not whole
             pieces.append(buffer[data_start:data_end])
             start = data_end + 2

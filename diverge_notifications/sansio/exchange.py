@@ -204,6 +204,14 @@ class AnswerMachine:
         """The answer ended abruptly, for ``reason``."""
         self._apply(AnswerInput.LOST, _Arrival(reason=reason))
 
+    @property
+    def queued(self) -> deque[Event]:
+        """The events not taken yet, in order: :meth:`next_event` pops the first.
+
+        For a connection that takes the events itself, one call less per event.
+        """
+        return self._events
+
     def next_event(self) -> EventOrNeedData:
         """The next event, or :data:`NEED_DATA`."""
         events = self._events

@@ -232,31 +232,40 @@ class FrameDecoder(OffsetBuffer):
         if self._failed is not None:
             return None
         payloads: list[bytes] = []
+        append = payloads.append
         buffer = self._buffer
         start = self._start
         size = len(buffer)
-        while size - start >= _PREFIX:
-            length: int = _read_length(buffer, start)[0]
-            if length > self._max_frame_size:
-                self._fail(length)
-                return payloads or None
-            end = start + _PREFIX + length
-            if end > size:
-                break
-            if length:
-                if type(buffer) is bytes:
-                    payloads.append(buffer[start + _PREFIX : end])
-                else:
-                    with memoryview(buffer) as view:
-                        payloads.append(view[start + _PREFIX : end].tobytes())
-                limit -= 1
-            start = end
-            if not limit:
-                self._consume(start)
-                return payloads
+        most = self._max_frame_size
+        # Frames are sliced out of bytes directly, and out of a bytearray
+        # through a view released before the buffer is consumed.
+        whole = buffer if type(buffer) is bytes else None
+        view = None if whole is not None else memoryview(buffer)
+        try:
+            while size - start >= _PREFIX:
+                (length,) = _read_length(buffer, start)
+                if length > most:
+                    self._fail(length)
+                    return payloads or None
+                end = start + _PREFIX + length
+                if end > size:
+                    break
+                if length:
+                    if whole is not None:
+                        append(whole[start + _PREFIX : end])
+                    else:
+                        assert view is not None
+                        append(view[start + _PREFIX : end].tobytes())
+                    limit -= 1
+                start = end
+                if not limit:
+                    break
+        finally:
+            if view is not None:
+                view.release()
         if start != self._start:
             self._consume(start)
-        if self._start:
+        if self._start and limit:
             self._keep_partial_only()
         return payloads
 

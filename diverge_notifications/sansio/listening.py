@@ -371,15 +371,23 @@ class ListenDriver:
     ) -> tuple[list[Notification | Event], bool]:
         """What the connection has for the caller, and whether the path ended."""
         delivered: list[Notification | Event] = []
+        append = delivered.append
+        next_event = connection.next_event
         events = self._events
         policy = self.policy
+        # What the policy weighs is whether the path delivered, not how much
+        # (a path that delivered is a healthy one): it is told once per read,
+        # at the read's first notification, rather than for every one.
+        told = False
         while True:
-            event = connection.next_event()
+            event = next_event()
             if event is NEED_DATA:
                 return delivered, False
             if type(event) is NotificationReceived:
-                policy.notification_received()
-                delivered.append(event if events else event.notification)
+                if not told:
+                    policy.notification_received()
+                    told = True
+                append(event if events else event.notification)
                 continue
             if isinstance(event, StreamOpened):
                 policy.path_opened(now)

@@ -72,6 +72,7 @@ def _body_error(detail: str, tag: int) -> FrameError:
 
 
 _NOT_CLASSIFIED: Final = object()
+_new_object: Final = object.__new__
 
 
 class Notification:
@@ -87,10 +88,13 @@ class Notification:
     decoded notification came from.
     """
 
-    __slots__ = ("_canonical", "_members", "_raw", "_view")
+    __slots__ = ("_canonical", "_members", "_message", "_raw", "_view")
 
     _members: dict[str, Any]
     _raw: bytes | None
+    # Decoded from a message (tag byte, then the JSON): the message, until
+    # to_bytes() first slices the JSON out of it.
+    _message: bytes | None
     _view: object
     _canonical: bytes | None
 
@@ -130,6 +134,7 @@ class Notification:
     def _set(self, members: dict[str, Any], raw: bytes | None) -> None:
         self._members = members
         self._raw = raw
+        self._message = None
         self._view = _NOT_CLASSIFIED
         self._canonical = None
 
@@ -141,9 +146,17 @@ class Notification:
         strict UTF-8 JSON (see :mod:`._json`), not an object, have no string
         ``method``, or have ``params`` that is neither an object nor null.
         """
-        raw = data if type(data) is bytes else bytes(data)
+        return cls._decode(data if type(data) is bytes else bytes(data), False)
+
+    @classmethod
+    def _decode(cls, data: bytes, tagged: bool) -> Notification:
+        """:meth:`from_bytes` of ``data``, or of the JSON after its tag byte if ``tagged``.
+
+        A tagged message (see :func:`~.messages.decode_message`) is read in
+        place: its JSON is sliced out only if :meth:`to_bytes` asks for it.
+        """
         try:
-            members = parse(raw)
+            members = parse(data, 1 if tagged else 0)
         except JsonError as error:
             raise _body_error(f"notification is not valid JSON: {error}", 0) from None
         if type(members) is dict:
@@ -154,13 +167,18 @@ class Notification:
             method = members.get("method")
             params = members.get("params")
             if type(method) is str and (params is None or type(params) is dict):
-                self = cls.__new__(cls)
+                self = _new_object(cls)
                 self._members = members
-                self._raw = raw
+                if tagged:
+                    self._raw = None
+                    self._message = data
+                else:
+                    self._raw = data
+                    self._message = None
                 self._view = _NOT_CLASSIFIED
                 self._canonical = None
                 return self
-        return cls._from_members(members, raw)
+        return cls._from_members(members, data[1:] if tagged else data)
 
     @classmethod
     def from_json(cls, value: str | Mapping[str, Any]) -> Notification:
@@ -256,8 +274,13 @@ class Notification:
     def to_bytes(self) -> bytes:
         """The notification as UTF-8 JSON: the received bytes, unchanged, if decoded."""
         raw = self._raw
-        if raw is None:  # pragma: no cover - every constructor sets it
-            raw = self._raw = dumps(self._members)
+        if raw is None:
+            message = self._message
+            if message is None:  # pragma: no cover - every constructor sets one
+                raw = self._raw = dumps(self._members)
+            else:
+                raw = self._raw = message[1:]
+                self._message = None
         return raw
 
     def to_json(self) -> str:

@@ -52,6 +52,8 @@ pack_frame_head: Final = struct.Struct(LENGTH_FORMAT + "B").pack
 
 Message = Notification | ErrorData
 
+_decode_notification: Final = Notification._decode
+
 #: What a notification may be given as to a writer: an object, a mapping, or raw JSON bytes.
 NotificationLike = Notification | Mapping[str, Any] | bytes | bytearray | memoryview
 
@@ -65,6 +67,9 @@ def decode_message(data: bytes | bytearray | memoryview) -> Message:
     a ``detail`` saying what is wrong with the JSON). Nothing else escapes.
     """
     if type(data) is bytes:
+        if data and data[0] == NOTIFICATION_TAG:
+            # The common case first: the JSON is read in place, after the tag.
+            return _decode_notification(data, True)
         if not data:
             raise FrameError(FrameErrorReason.EMPTY, "message is empty: no tag byte")
         tag = data[0]

@@ -24,6 +24,7 @@ terminal event; a :class:`ProxyConnection` follows it with exactly one
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
@@ -32,7 +33,7 @@ import h11
 from ._errors import LocalProtocolError
 from .asks import Ask, Exchange, encode_ask
 from .bodies import END, Bad, BodyReader, body_reader
-from .events import NEED_DATA, EventOrNeedData
+from .events import NEED_DATA, Event, EventOrNeedData
 from .exchange import AnswerMachine, AnswerState
 from .framing import DEFAULT_MAX_FRAME_SIZE, KEEPALIVE, PREFIX_SIZE, FrameDecoder, FrameTooLarge
 from .heads import HeadReader, Refusal, path_channel
@@ -76,7 +77,8 @@ class _Rules(Protocol):
     def receive_finish(self, *, status: int | None = None) -> None: ...
     def refused(self, status: int | None, reason: str) -> None: ...
     def connection_lost(self, reason: str = ...) -> None: ...
-    def next_event(self) -> EventOrNeedData: ...
+    @property
+    def queued(self) -> deque[Event]: ...
 
 
 _R = TypeVar("_R", bound=_Rules)
@@ -107,6 +109,7 @@ class _AskConnection(Generic[_R]):
         "_heads",
         "_lost",
         "_max_head_size",
+        "_queued",
         "_refusal",
         "_request",
         "_rules",
@@ -141,6 +144,7 @@ class _AskConnection(Generic[_R]):
         self._request = heads.request(authority, body, token=token, target=target)
         self._heads: HeadReader | None = heads
         self._rules = rules
+        self._queued = rules.queued  # the rules' events, taken here from their queue
         self._state = ProxyState.SENDING_ASK
         self._eof = False
         self._lost: str | None = None
@@ -219,11 +223,11 @@ class _AskConnection(Generic[_R]):
 
     def next_event(self) -> EventOrNeedData:
         """The next event, or :data:`NEED_DATA` until more bytes (or end of file) arrive."""
-        next_queued = self._rules.next_event
-        event = next_queued()
-        while event is NEED_DATA and self._advance():
-            event = next_queued()
-        return event
+        queued = self._queued  # the rules' queue read here: one call less per event
+        while not queued:
+            if not self._advance():
+                return NEED_DATA
+        return queued.popleft()
 
     # --- the machine -----------------------------------------------------------
 

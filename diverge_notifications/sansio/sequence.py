@@ -362,6 +362,14 @@ class SequenceMachine:
         if self._state is not PathState.DONE:
             self._finish(StreamBroken(reason=reason))
 
+    @property
+    def queued(self) -> deque[Event]:
+        """The events not taken yet, in order: :meth:`next_event` pops the first.
+
+        For a connection that takes the events itself, one call less per event.
+        """
+        return self._events
+
     def next_event(self) -> EventOrNeedData:
         """The next event, or :data:`NEED_DATA`."""
         if self._events:
