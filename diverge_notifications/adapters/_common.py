@@ -26,6 +26,7 @@ from ..sansio.listening import ListenDriver
 from ..sansio.policy import ProxyPolicy
 from ..sansio.sequence import Profile
 from ..sansio.serving import ServeSettings, ServingConnection
+from ..sansio.suspension import SuspensionCounts
 from ..sansio.urls import Endpoint, format_url
 from .tls import client_context, describe_tls_error
 
@@ -247,6 +248,11 @@ class ServerBase:
     def ask_timeout(self) -> float:
         """Seconds a new connection has to complete its ask, its TLS handshake included."""
         return self._settings.ask_timeout
+
+    @property
+    def suspension(self) -> SuspensionCounts:
+        """What the connections did while the hub was suspended (asks refused, paths ended)."""
+        return self._settings.suspension
 
     @property
     def keepalive_interval(self) -> float:

@@ -13,17 +13,17 @@ read holds back its own connection and nobody else's.
 The connection owns the :class:`ServerConnection`, the hub subscription,
 batching (at most ``max_batch`` notifications per HTTP chunk), the ask's
 deadline, the keep-alive schedule, the exchange's answer and the end of the
-path on shutdown. Its states and what moves it between them are one table,
-:data:`SERVING_TRANSITIONS`: each (state, input) pair is looked up there and
-its outcome done; a pair the table lacks is the adapter's mistake
-(:class:`LocalProtocolError`). ``now`` is a parameter: nothing here reads a
-clock or does I/O.
+path on shutdown, or when its hub is suspended (:mod:`.suspension`). Its
+states and what moves it between them are one table,
+:data:`SERVING_TRANSITIONS` (in :mod:`.serving_states`): each (state, input)
+pair is looked up there and its outcome done; a pair the table lacks is the
+adapter's mistake (:class:`LocalProtocolError`). ``now`` is a parameter:
+nothing here reads a clock or does I/O.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, TypeVar, cast
 
@@ -49,10 +49,12 @@ from .events import (
     NotificationsAsked,
 )
 from .http import ChannelIds
-from .hub import Hub, Subscriber
+from .hub import Hub, HubSuspended, Subscriber
 from .mcp import ErrorCode, ErrorData
 from .sequence import Profile
 from .server import ServerConnection
+from .serving_states import SERVING_TRANSITIONS, ServingInput, ServingOutcome, ServingState
+from .suspension import SuspensionCounts, not_served_now, path_end
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
@@ -85,110 +87,12 @@ def check_positive(name: str, value: float) -> None:
 
 _CLOSE: Final = Close()
 
-
-# --- the table -------------------------------------------------------------------------------
-
-
-class ServingState(enum.Enum):
-    """Where a served connection is."""
-
-    #: Reading the ask; the connection is closed if it is not complete by its deadline.
-    ASKING = "asking"
-    #: An exchange (kinds 0-3) waits for its handler to be run.
-    EXCHANGE = "exchange"
-    #: The exchange handler runs (:class:`RunHandler` was returned).
-    ANSWERING = "answering"
-    #: A notification path is written: batches as they come, keep-alives between.
-    PATH = "path"
-    #: The server closes: the path's queue and then its end go out with the next output.
-    ENDING = "ending"
-    #: The answer is complete: what is left to write goes out, then :class:`Close`.
-    FINISHING = "finishing"
-    #: :class:`Close` was returned, or the connection was lost.
-    CLOSED = "closed"
-
-
-class ServingInput(enum.Enum):
-    """What happens to a served connection: a report, or what the ask turned out to be."""
-
-    PATH_ASKED = "data_received(), a notifications ask"
-    EXCHANGE_ASKED = "data_received(), an exchange the server answers"
-    EXCHANGE_DECLINED = "data_received(), an exchange without a handler"
-    ASK_REFUSED = "data_received(), a refused ask"
-    PEER_GONE = "data_received(), the peer closed"
-    ASK_EXPIRED = "next_action(), past the ask's deadline"
-    HANDLER_RUN = "next_action(), the exchange's turn"
-    ANSWERED = "handler_answered() or handler_failed()"
-    SHUTDOWN = "shutdown()"
-    PATH_ENDS = "next_action(), the end of the path"
-    CLOSING = "next_action(), nothing left to write"
-    LOST = "connection_lost()"
-
-
-class ServingOutcome(enum.Enum):
-    """What a transition does besides changing the state."""
-
-    NOTHING = "-"
-    OPEN_PATH = "subscribe; write the head"
-    HOLD = "keep the exchange for its handler"
-    DECLINE = "write 'not served'"
-    FINISH = "let the path or exchange go; write what the connection has left"
-    SILENCE = "nothing more to write"
-    RUN_HANDLER = "RunHandler(ask)"
-    ANSWER = "write the handler's answer"
-    END_PATH = "write the queue, then the end"
-    CLOSE = "Close()"
-    DROP = "unsubscribe; forget the exchange"
-
-
 _ASKING, _EXCHANGE, _ANSWERING, _PATH, _ENDING, _FINISHING, _CLOSED = ServingState
 _In = ServingInput
 _Out = ServingOutcome
 
-#: (state, input) -> (next state, outcome). A pair that is not here is a
-#: mistake of the adapter and raises :class:`LocalProtocolError`.
-SERVING_TRANSITIONS: Final[
-    Mapping[tuple[ServingState, ServingInput], tuple[ServingState, ServingOutcome]]
-] = {
-    # The ask: one per connection , read or given up on.
-    (_ASKING, _In.PATH_ASKED): (_PATH, _Out.OPEN_PATH),
-    (_ASKING, _In.EXCHANGE_ASKED): (_EXCHANGE, _Out.HOLD),
-    # A server with no MCP server behind it to ask declines ("not served").
-    (_ASKING, _In.EXCHANGE_DECLINED): (_FINISHING, _Out.DECLINE),
-    (_ASKING, _In.ASK_REFUSED): (_FINISHING, _Out.FINISH),
-    (_ASKING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
-    # A peer that says nothing to answer holds a connection nobody is served by.
-    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.SILENCE),
-    (_ASKING, _In.SHUTDOWN): (_FINISHING, _Out.SILENCE),
-    # The exchange: its handler runs once, and its answer ends the connection.
-    (_EXCHANGE, _In.HANDLER_RUN): (_ANSWERING, _Out.RUN_HANDLER),
-    (_EXCHANGE, _In.ANSWERED): (_FINISHING, _Out.ANSWER),
-    (_ANSWERING, _In.ANSWERED): (_FINISHING, _Out.ANSWER),
-    (_EXCHANGE, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
-    (_ANSWERING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
-    # A closing server lets a running handler answer first.
-    (_EXCHANGE, _In.SHUTDOWN): (_EXCHANGE, _Out.NOTHING),
-    (_ANSWERING, _In.SHUTDOWN): (_ANSWERING, _Out.NOTHING),
-    # The peer went away while the handler ran: nobody to answer.
-    (_FINISHING, _In.ANSWERED): (_FINISHING, _Out.NOTHING),
-    (_CLOSED, _In.ANSWERED): (_CLOSED, _Out.NOTHING),
-    # The path: ended cleanly on shutdown, or dropped when its peer goes.
-    (_PATH, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
-    (_ENDING, _In.PATH_ENDS): (_FINISHING, _Out.END_PATH),
-    (_PATH, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
-    (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
-    # The end.
-    (_FINISHING, _In.CLOSING): (_CLOSED, _Out.CLOSE),
-    **{(state, _In.LOST): (_CLOSED, _Out.DROP) for state in ServingState},
-    # Shutting down twice, or once the answer is decided, changes nothing.
-    (_ENDING, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
-    (_FINISHING, _In.SHUTDOWN): (_FINISHING, _Out.NOTHING),
-    (_CLOSED, _In.SHUTDOWN): (_CLOSED, _Out.NOTHING),
-}
-
 #: The input each of the server connection's events is (an exchange is one of two).
 _EVENT_INPUTS: Final[Mapping[type[Event], ServingInput]] = {
-    NotificationsAsked: _In.PATH_ASKED,
     AskRefused: _In.ASK_REFUSED,
     ConnectionClosed: _In.PEER_GONE,
 }
@@ -226,8 +130,10 @@ class ServingConnection:
     ``wake`` (the hub subscriber's ``on_ready``, called from ``hub.publish``
     under ``hub_lock`` if one is given) ends the adapter's :class:`WaitUntil`.
     ``hub_lock`` serialises every call into the hub (the blocking adapter's
-    threads). :meth:`receive`, :meth:`take_output`, :meth:`keepalive` and
-    :meth:`check_ask_deadline` are the steps :meth:`next_action` takes.
+    threads). ``suspension`` counts what a suspended hub made it do (the
+    server's, shared by its connections). :meth:`receive`, :meth:`take_output`,
+    :meth:`keepalive` and :meth:`check_ask_deadline` are the steps
+    :meth:`next_action` takes.
     """
 
     def __init__(
@@ -245,6 +151,7 @@ class ServingConnection:
         queue_size: int | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
         hub_lock: contextlib.AbstractContextManager[Any] | None = None,
+        suspension: SuspensionCounts | None = None,
     ) -> None:
         check_positive("ask_timeout", ask_timeout)
         self._hub = hub
@@ -266,6 +173,9 @@ class ServingConnection:
         self._eof = False
         #: The last action was a Write of the path.
         self._wrote = False
+        self._suspension = suspension if suspension is not None else SuspensionCounts()
+        #: Why the hub took no subscription (a suspended hub's reason).
+        self._refusal = ""
 
     # -- what the adapter reads -------------------------------------------------
 
@@ -320,9 +230,11 @@ class ServingConnection:
             if out:
                 self._wrote = True
                 return Write(data=out)
-            return WaitUntil(
-                deadline=self._last_output + self._keepalive_interval, wants_read=not self._eof
-            )
+            if self._state is _PATH:  # else the path ended with nothing to write: close
+                return WaitUntil(
+                    deadline=self._last_output + self._keepalive_interval,
+                    wants_read=not self._eof,
+                )
         if state is _ASKING:
             self.check_ask_deadline(now)
             if self._state is _ASKING:
@@ -392,6 +304,8 @@ class ServingConnection:
         """Everything there is to write now (``b""`` if nothing): at most one batch of the path."""
         if self._state is _ENDING:
             self._step(_In.PATH_ENDS, now)
+        elif self._subscriber is not None and self._subscriber.end_reason is not None:
+            self._step(_In.PATH_CUT, now)  # the hub ended it: what it queued, then why
         else:
             subscriber = self._subscriber
             if subscriber is not None:
@@ -428,6 +342,8 @@ class ServingConnection:
         """Which input the connection's ``event`` is."""
         if type(event) is ExchangeAsked:
             return _In.EXCHANGE_ASKED if self._answers_exchanges else _In.EXCHANGE_DECLINED
+        if type(event) is NotificationsAsked:
+            return self._subscribe()
         what = _EVENT_INPUTS.get(type(event))
         if what is None:
             raise LocalProtocolError(f"a server connection does not produce {event!r}")
@@ -446,9 +362,20 @@ class ServingConnection:
     def _nothing(self, now: float, value: object) -> None:
         pass
 
-    def _open_path(self, now: float, value: object) -> None:
+    def _subscribe(self) -> ServingInput:
+        """A notification ask: subscribed (a path), or refused by a suspended hub."""
         with self._lock:
-            self._subscriber = self._hub.subscribe(queue_size=self._queue_size, on_ready=self._wake)
+            try:
+                self._subscriber = self._hub.subscribe(
+                    queue_size=self._queue_size, on_ready=self._wake
+                )
+            except HubSuspended as suspended:
+                self._refusal = suspended.reason
+                self._suspension.count("refused", suspended.reason)
+                return _In.PATH_REFUSED
+        return _In.PATH_ASKED
+
+    def _open_path(self, now: float, value: object) -> None:
         self._outbox += self._connection.start_path()
         self._last_output = now
 
@@ -458,6 +385,9 @@ class ServingConnection:
 
     def _decline(self, now: float, value: object) -> None:
         self._outbox += self._connection.decline()
+
+    def _refuse(self, now: float, value: object) -> None:
+        self._outbox += not_served_now(self._connection, self._refusal)
 
     def _finish(self, now: float, value: object) -> None:
         # The peer went away (a path or an exchange has nobody to answer any
@@ -494,15 +424,18 @@ class ServingConnection:
         with self._lock:
             batch = subscriber.take(self._max_batch)
             rest = subscriber.take()
+            # Set when the hub ended the subscription: then the path ends with why.
+            reason = subscriber.end_reason
+            if reason is not None:
+                self._suspension.count("ended", reason)
         if batch:
             self._outbox += connection.send_notifications(batch)
         if rest:
             self._outbox += connection.send_notifications(rest)
         self._unsubscribe()
-        # The container profile allows no finish after notifications: there
+        # The container profile allows no end after notifications: there
         # the path ends with the connection.
-        with contextlib.suppress(LocalProtocolError):
-            self._outbox += connection.end_path()
+        self._outbox += path_end(connection, reason)
 
     def _close(self, now: float, value: object) -> Close:
         return _CLOSE
@@ -524,6 +457,7 @@ _HANDLERS: Final[Mapping[ServingOutcome, Callable[[ServingConnection, float, obj
     _Out.OPEN_PATH: ServingConnection._open_path,
     _Out.HOLD: ServingConnection._hold,
     _Out.DECLINE: ServingConnection._decline,
+    _Out.REFUSE: ServingConnection._refuse,
     _Out.FINISH: ServingConnection._finish,
     _Out.SILENCE: ServingConnection._nothing,
     _Out.RUN_HANDLER: ServingConnection._run_handler,
@@ -574,6 +508,8 @@ class ServeSettings(Generic[_Handler]):
     close_timeout: float = attrs.field(default=DEFAULT_CLOSE_TIMEOUT, validator=_check_positive)
     ask_timeout: float = attrs.field(default=DEFAULT_ASK_TIMEOUT, validator=_check_positive)
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
+    #: What the server's connections did while the hub was suspended (docs/cluster.md).
+    suspension: SuspensionCounts = attrs.field(init=False, factory=SuspensionCounts, eq=False)
 
     def serving_connection(
         self,
@@ -597,4 +533,5 @@ class ServeSettings(Generic[_Handler]):
             queue_size=self.queue_size,
             max_batch=self.max_batch,
             hub_lock=hub_lock,
+            suspension=self.suspension,
         )

@@ -1,0 +1,120 @@
+"""The serving driver's rules: its states, inputs, outcomes and transition table.
+
+:class:`~.serving.ServingConnection` looks each (state, input) pair up in
+:data:`SERVING_TRANSITIONS` and does what the outcome found there says (one
+handler per outcome, in :mod:`.serving`); a pair the table lacks is the
+adapter's mistake (:class:`~._errors.LocalProtocolError`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Final
+
+__all__ = ["SERVING_TRANSITIONS", "ServingInput", "ServingOutcome", "ServingState"]
+
+
+class ServingState(enum.Enum):
+    """Where a served connection is."""
+
+    #: Reading the ask; the connection is closed if it is not complete by its deadline.
+    ASKING = "asking"
+    #: An exchange (kinds 0-3) waits for its handler to be run.
+    EXCHANGE = "exchange"
+    #: The exchange handler runs (:class:`RunHandler` was returned).
+    ANSWERING = "answering"
+    #: A notification path is written: batches as they come, keep-alives between.
+    PATH = "path"
+    #: The server closes: the path's queue and then its end go out with the next output.
+    ENDING = "ending"
+    #: The answer is complete: what is left to write goes out, then :class:`Close`.
+    FINISHING = "finishing"
+    #: :class:`Close` was returned, or the connection was lost.
+    CLOSED = "closed"
+
+
+class ServingInput(enum.Enum):
+    """What happens to a served connection: a report, or what the ask turned out to be."""
+
+    PATH_ASKED = "data_received(), a notifications ask"
+    PATH_REFUSED = "data_received(), a notifications ask while the hub is suspended"
+    EXCHANGE_ASKED = "data_received(), an exchange the server answers"
+    EXCHANGE_DECLINED = "data_received(), an exchange without a handler"
+    ASK_REFUSED = "data_received(), a refused ask"
+    PEER_GONE = "data_received(), the peer closed"
+    ASK_EXPIRED = "next_action(), past the ask's deadline"
+    HANDLER_RUN = "next_action(), the exchange's turn"
+    ANSWERED = "handler_answered() or handler_failed()"
+    SHUTDOWN = "shutdown()"
+    PATH_ENDS = "next_action(), the end of the path"
+    PATH_CUT = "next_action(), the hub ended the path's subscription"
+    CLOSING = "next_action(), nothing left to write"
+    LOST = "connection_lost()"
+
+
+class ServingOutcome(enum.Enum):
+    """What a transition does besides changing the state."""
+
+    NOTHING = "-"
+    OPEN_PATH = "write the head (subscribed as the ask was read)"
+    REFUSE = "write 'not served now' (503, Retry-After)"
+    HOLD = "keep the exchange for its handler"
+    DECLINE = "write 'not served'"
+    FINISH = "let the path or exchange go; write what the connection has left"
+    SILENCE = "nothing more to write"
+    RUN_HANDLER = "RunHandler(ask)"
+    ANSWER = "write the handler's answer"
+    END_PATH = "write the queue, then the end (the hub's reason, if it ended the path)"
+    CLOSE = "Close()"
+    DROP = "unsubscribe; forget the exchange"
+
+
+_ASKING, _EXCHANGE, _ANSWERING, _PATH, _ENDING, _FINISHING, _CLOSED = ServingState
+_In = ServingInput
+_Out = ServingOutcome
+
+#: (state, input) -> (next state, outcome). A pair that is not here is a
+#: mistake of the adapter and raises :class:`LocalProtocolError`.
+SERVING_TRANSITIONS: Final[
+    Mapping[tuple[ServingState, ServingInput], tuple[ServingState, ServingOutcome]]
+] = {
+    # The ask: one per connection, read or given up on.
+    (_ASKING, _In.PATH_ASKED): (_PATH, _Out.OPEN_PATH),
+    # A suspended hub (its broker is lost) takes no subscription: not served now.
+    (_ASKING, _In.PATH_REFUSED): (_FINISHING, _Out.REFUSE),
+    (_ASKING, _In.EXCHANGE_ASKED): (_EXCHANGE, _Out.HOLD),
+    # A server with no MCP server behind it to ask declines ("not served").
+    (_ASKING, _In.EXCHANGE_DECLINED): (_FINISHING, _Out.DECLINE),
+    (_ASKING, _In.ASK_REFUSED): (_FINISHING, _Out.FINISH),
+    (_ASKING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    # A peer that says nothing to answer holds a connection nobody is served by.
+    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.SILENCE),
+    (_ASKING, _In.SHUTDOWN): (_FINISHING, _Out.SILENCE),
+    # The exchange: its handler runs once, and its answer ends the connection.
+    (_EXCHANGE, _In.HANDLER_RUN): (_ANSWERING, _Out.RUN_HANDLER),
+    (_EXCHANGE, _In.ANSWERED): (_FINISHING, _Out.ANSWER),
+    (_ANSWERING, _In.ANSWERED): (_FINISHING, _Out.ANSWER),
+    (_EXCHANGE, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    (_ANSWERING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    # A closing server lets a running handler answer first.
+    (_EXCHANGE, _In.SHUTDOWN): (_EXCHANGE, _Out.NOTHING),
+    (_ANSWERING, _In.SHUTDOWN): (_ANSWERING, _Out.NOTHING),
+    # The peer went away while the handler ran: nobody to answer.
+    (_FINISHING, _In.ANSWERED): (_FINISHING, _Out.NOTHING),
+    (_CLOSED, _In.ANSWERED): (_CLOSED, _Out.NOTHING),
+    # The path: ended cleanly on shutdown, or dropped when its peer goes.
+    (_PATH, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
+    (_ENDING, _In.PATH_ENDS): (_FINISHING, _Out.END_PATH),
+    # The hub ended the subscription (its broker is lost): the queue, then the reason.
+    (_PATH, _In.PATH_CUT): (_FINISHING, _Out.END_PATH),
+    (_PATH, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    # The end.
+    (_FINISHING, _In.CLOSING): (_CLOSED, _Out.CLOSE),
+    **{(state, _In.LOST): (_CLOSED, _Out.DROP) for state in ServingState},
+    # Shutting down twice, or once the answer is decided, changes nothing.
+    (_ENDING, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
+    (_FINISHING, _In.SHUTDOWN): (_FINISHING, _Out.NOTHING),
+    (_CLOSED, _In.SHUTDOWN): (_CLOSED, _Out.NOTHING),
+}
