@@ -4,9 +4,11 @@ With ``--stdin`` each line of standard input is published as one
 notification (a line too long for a frame, or not a notification, is
 reported on standard error and skipped); with ``--mcp-stdio`` or
 ``--mcp-url`` the bridge relays an MCP server's notifications (the ``mcp``
-extra). SIGINT or SIGTERM ends every open path cleanly. The token comes
-from ``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
-(:func:`~.parser.resolve_token`); with ``--certfile`` the server speaks TLS.
+extra). With ``--redis`` they publish through Redis pub/sub, whose stream
+other replicas share (:mod:`.cluster`). SIGINT or SIGTERM ends every open
+path cleanly. The token comes from ``--token``, ``--token-file`` or
+``DIVERGE_TOKEN`` (:func:`~.parser.resolve_token`); with ``--certfile`` the
+server speaks TLS.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Final
 from ..sansio import Event, FrameError, Hub, Notification
 from ..sansio._json import dumps
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
+from .cluster import redis_problem, replica_for
 from .output import event_record, say
 from .parser import resolve_token, serve_tls_context
 from .running import (
@@ -92,22 +95,28 @@ _STDIN_READ_AHEAD: Final = 4 * 1024 * 1024
 
 
 def _read_stdin(
-    loop: asyncio.AbstractEventLoop, deliver: Callable[[int, bytes | None], None]
+    loop: asyncio.AbstractEventLoop,
+    deliver: Callable[[int, bytes | None], asyncio.Future[None] | None],
 ) -> None:
     """Read standard input on a thread and hand each line to ``deliver`` on ``loop``.
 
     The raw descriptor 0 is read, not ``sys.stdin``: a daemon thread blocked
     inside the buffered reader can abort interpreter shutdown. A read error
-    counts as the end of input.
+    counts as the end of input. A line ``deliver`` returns a future for
+    (``serve --redis``, waiting for the broker) is read ahead until it is done.
     """
     splitter = LineSplitter(_MAX_STDIN_LINE)
     budget = _ByteBudget(_STDIN_READ_AHEAD)
 
     def publish(number: int, line: bytes | None, size: int) -> None:
+        pending = None
         try:
-            deliver(number, line)
+            pending = deliver(number, line)
         finally:
-            budget.release(size)
+            if pending is None:
+                budget.release(size)
+            else:
+                pending.add_done_callback(lambda _: budget.release(size))
 
     while True:
         try:
@@ -139,6 +148,7 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
     hub = Hub()
     # The TLS context is passed only when there is one (``serve --certfile``).
     tls_options: dict[str, Any] = {} if tls is None else {"ssl": tls}
+    replica = replica_for(args, hub)  # serve --redis: a broker feeds the hub (cli/cluster.py)
     try:
         server = await serve(
             hub, args.host, args.port, token=token, keepalive_interval=args.keepalive, **tls_options
@@ -155,10 +165,18 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
     bridge: asyncio.Task[None] | None = None
     try:
         say(f"serving on {server.url}")
+        if replica is not None:
+            await replica.start(server)
+        source = hub if replica is None else replica.inlet
         if args.stdin:
+            deliver = (
+                replica.stdin(_publish_line)
+                if replica is not None
+                else lambda number, line: _publish_line(hub, number, line)
+            )
             threading.Thread(
                 target=_read_stdin,
-                args=(loop, lambda number, line: _publish_line(hub, number, line)),
+                args=(loop, deliver),
                 name="serve-stdin",
                 daemon=True,
             ).start()
@@ -170,7 +188,7 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
                 options["log_level"] = args.log_level
             bridge = asyncio.create_task(
                 run_bridge(
-                    hub,
+                    source,
                     stdio_command=args.mcp_stdio,
                     url=args.mcp_url,
                     on_event=_report_bridge_event,
@@ -193,6 +211,8 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await bridge
         await server.close()
+        if replica is not None:
+            await replica.close()
     return status
 
 
@@ -200,6 +220,10 @@ def run_serve(args: argparse.Namespace) -> int:
     """Run ``serve`` with its parsed arguments; return the exit status."""
     if (args.mcp_stdio is not None or args.mcp_url is not None) and not mcp_available():
         say(MCP_MISSING_MESSAGE)
+        return EXIT_USAGE
+    problem = redis_problem(args)
+    if problem is not None:
+        say(problem)
         return EXIT_USAGE
     try:
         token = resolve_token(args, listening=False)
