@@ -225,6 +225,25 @@ def test_killing_redis_ends_every_path_refuses_asks_and_listeners_come_back(
     assert "ended 1 open paths" in log and "asks not served while the hub is suspended" in log
 
 
+def test_an_mcp_server_relayed_on_one_replica_reaches_the_listeners_of_another(
+    redis_server: RedisServer,
+) -> None:
+    pytest.importorskip("mcp", reason="the 'mcp' extra is not installed")
+    example = f"{sys.executable} -m diverge_notifications.examples.mcp_server --interval 0.2"
+    url = redis_server.url
+    with (
+        ServeProcess("--redis", url, stdin=False) as other,
+        ServeProcess("--mcp-stdio", example, "--redis", url, stdin=False) as relaying,
+    ):
+        subscribed(other)
+        subscribed(relaying)
+        with ListenProcess(other.url, "--events") as listen:
+            assert listen.stdout is not None
+            listen.stdout.wait(lambda lines: any(b"/example/tick" in line for line in lines))
+        assert relaying.interrupt() == 0
+    assert b"counts: published " in relaying.stderr.lines[-1]
+
+
 def test_the_channel_is_the_one_named(redis_server: RedisServer) -> None:
     with ServeProcess("--redis", redis_server.url, "--redis-channel", "elsewhere") as serve:
         subscribed(serve)
