@@ -630,8 +630,8 @@ def measure(
         f"Redis killed for 1 s: {errored_all}/{n} paths ended with StreamErrored naming the "
         f"broker; {n}/{n} listeners back by themselves, {within}/{n} at the first ask their "
         f"backoff made once the replicas served again ({serving - restarted:.2f} s after "
-        f"Redis restarted); back p50 {p50(back):.2f} s, at most {max(back):.2f} s after the restart (the longest "
-        f"backoff delay drawn: {max(waited):.2f} s)"
+        f"Redis restarted); back p50 {p50(back):.2f} s, at most {max(back):.2f} s after the "
+        f"restart (the longest backoff delay drawn: {max(waited):.2f} s)"
     )
     print(f"listeners that got a notification twice or out of order, whole run: {twice}\n")
     print(
