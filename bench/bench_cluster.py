@@ -10,10 +10,12 @@ few worker processes, all asking nginx. Each notification carries its
 number and the time it was written, so every delivery is checked (in the
 publisher's order, none twice) and timed.
 
-1. **Baseline**: the same listeners through the same nginx on one replica
+1. **Baseline**: as many listeners through the same nginx on one replica
    without Redis (``serve --stdin``, the in-process hub), at the same rate.
 2. **Replicas**: every listener gets every notification; p50 and p99
-   publish-to-delivery latency beside the baseline's.
+   publish-to-delivery latency beside the baseline's. The two take turns
+   (``--turns``), both sets of listeners connected throughout, so that a
+   change in the machine's load falls on both alike.
 3. **A replica killed** (not the publisher): its listeners re-ask, nginx
    lands them on the others, and the listeners of the others lose nothing.
 4. **Redis killed for a second**: every path ends with ``StreamErrored``
@@ -518,26 +520,31 @@ def measure(
         f"{options.replicas} replicas (serve --redis) behind nginx round robin, 1 Redis, "
         f"{n} listeners in {options.workers} processes, {rate:g} notifications/s\n"
     )
-    # 1. The baseline: one replica, the in-process hub, through the same nginx.
+    # 1-2. The baseline (one replica, the in-process hub, through the same nginx)
+    # and the replicas take turns, both sets of listeners connected throughout,
+    # so that both are timed under the same load of the machine.
     base = Listeners(f"http://127.0.0.1:{alone_port}", n, options.workers)
-    base.wait_opened()
-    publisher = Publisher(alone, rate)
-    time.sleep(duration)
-    last = publisher.stop()
-    base.wait_last(last)
-    base_records = base.stop()
-    # The first second of each phase warms up (connections, first batches): not timed.
-    warm = int(rate)
-    base_lat = latencies(base_records, warm, last)
-    base_bad = in_order_once(base_records) + sum(missing(r, 0, last) for r in base_records.values())
-
-    # 2. The replicas: every listener gets every notification.
     cluster = Listeners(f"http://127.0.0.1:{port}", n, options.workers)
+    base.wait_opened()
     cluster.wait_opened()
-    publisher = Publisher(replicas[0], rate)
-    time.sleep(duration)
-    steady_last = publisher.next - 1
-    wait_until(lambda: min(cluster.shared.last[:]) >= steady_last, "the steady phase everywhere")
+    turns: dict[str, list[tuple[int, int]]] = {"base": [], "cluster": []}
+    following = {"base": 0, "cluster": 0}
+    turn = duration / options.turns
+    for _ in range(options.turns):
+        for what, serve, listeners in (("base", alone, base), ("cluster", replicas[0], cluster)):
+            publisher = Publisher(serve, rate, first=following[what])
+            time.sleep(turn)
+            last = publisher.stop()
+            listeners.wait_last(last)
+            turns[what].append((following[what], last))
+            following[what] = last + 1
+    base_records = base.stop()
+    base_last = following["base"] - 1
+    base_bad = in_order_once(base_records) + sum(
+        missing(r, 0, base_last) for r in base_records.values()
+    )
+    steady_last = following["cluster"] - 1
+    publisher = Publisher(replicas[0], rate, first=following["cluster"])
 
     # 3. A replica that does not publish is killed: its listeners' paths break.
     shared = cluster.shared
@@ -571,7 +578,16 @@ def measure(
     back = [cluster.shared.opened_at[s] - restarted for s in range(n)]
     records = cluster.stop()
 
-    cluster_lat = latencies(records, warm, steady_last)
+    # The first second of the first turn warms up (first batches, caches): not timed.
+    warm = int(rate)
+    base_lat = [
+        late
+        for low, high in turns["base"]
+        for late in latencies(base_records, max(low, warm), high)
+    ]
+    cluster_lat = [
+        late for low, high in turns["cluster"] for late in latencies(records, max(low, warm), high)
+    ]
     steady_missing = sum(missing(r, 0, steady_last) for r in records.values())
     stayed = [slot for slot in range(n) if slot not in moved]
     stayed_missing = sum(missing(records[s], killed_from, kill_last) for s in stayed)
@@ -651,6 +667,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3, help="listener processes (3)")
     parser.add_argument("--rate", type=float, default=20.0, help="notifications per second (20)")
     parser.add_argument("--duration", type=float, default=None, help="seconds per phase (10)")
+    parser.add_argument(
+        "--turns", type=int, default=4, help="turns the baseline and the replicas take (4)"
+    )
     parser.add_argument(
         "--flood", type=int, default=None, help="notifications in the throughput burst (20000)"
     )
