@@ -1,6 +1,6 @@
 """How much publishing into a hub costs.
 
-Two measurements, each against a comparison run in the same process:
+Three measurements, each against a comparison run in the same process:
 
 1. Fan-out cost per subscriber, for 1, 100 and 10,000 subscribers that take
    everything (target: at most 1 µs per subscriber reached). The comparison
@@ -9,6 +9,14 @@ Two measurements, each against a comparison run in the same process:
    1,000 and 100,000 other subscribers watch other URIs. The hub's index
    keeps this flat; the comparison is the naive fan-out that asks every
    subscriber's :meth:`Interest.wants`.
+
+3. The server's CPU per delivery when 200 paths hear the same
+   notifications: publishing, then each path's writer taking its frames and
+   writing them as one HTTP chunk (:meth:`ServerConnection.send_frames`),
+   for batches of 1, 16 and 256 notifications between two turns of the
+   writers (target: approaching 0.5 µs per delivery). The comparison is
+   what each path did before the hub built frames: encoding its own
+   notifications (:meth:`ServerConnection.send_notifications`).
 
 Run: ``python bench/bench_hub.py`` (well under 60 s).
 """
@@ -19,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from diverge_notifications.sansio import Notification
+from diverge_notifications.sansio import Notification, ProxyConnection, ServerConnection
 from diverge_notifications.sansio.hub import Hub, Interest, Subscriber
 
 
@@ -93,6 +101,51 @@ def one_match_among(others: int, publishes: int) -> tuple[float, float]:
     return best_of(5, run_hub) / publishes, best_of(3, run_naive) / publishes
 
 
+def _open_paths(count: int) -> list[ServerConnection]:
+    ask = ProxyConnection("bench").data_to_send()
+    connections = []
+    for _ in range(count):
+        connection = ServerConnection()
+        connection.receive_data(ask)
+        connection.next_event()
+        connection.start_path()
+        connections.append(connection)
+    return connections
+
+
+def paths_cost(paths: int, batch: int, publishes: int) -> tuple[float, float]:
+    """Seconds per delivery to ``paths`` paths: shared frames, and each path encoding its own."""
+    notification = Notification(
+        "notifications/progress", {"progressToken": "job", "progress": 5, "message": "m" * 100}
+    )
+    hub = Hub(queue_size=batch, queue_bytes=2**30)
+    subs = [hub.subscribe() for _ in range(paths)]
+    connections = _open_paths(paths)
+    pairs = list(zip(subs, connections, strict=True))
+    rounds = publishes // batch
+
+    def run_frames() -> float:
+        start = time.perf_counter()
+        for _ in range(rounds):
+            for _ in range(batch):
+                hub.publish(notification)
+            for subscriber, connection in pairs:
+                connection.send_frames(subscriber.take_frames())
+        return time.perf_counter() - start
+
+    def run_encoding() -> float:
+        start = time.perf_counter()
+        for _ in range(rounds):
+            for _ in range(batch):
+                hub.publish(notification)
+            for subscriber, connection in pairs:
+                connection.send_notifications(subscriber.take())
+        return time.perf_counter() - start
+
+    deliveries = paths * rounds * batch
+    return best_of(3, run_frames) / deliveries, best_of(3, run_encoding) / deliveries
+
+
 def main() -> None:
     print("fan-out: publish cost per subscriber reached (no filter)")
     print(f"{'subscribers':>12} {'hub ns':>10} {'floor ns':>10} {'hub/floor':>10}")
@@ -107,6 +160,13 @@ def main() -> None:
         hub_cost, naive_cost = one_match_among(others, 20_000)
         ratio = naive_cost / hub_cost
         print(f"{others:>12} {hub_cost * 1e6:>10.2f} {naive_cost * 1e6:>10.2f} {ratio:>10.1f}")
+    print()
+    print("200 paths hearing the same notifications: publish + every writer's chunk, per delivery")
+    print(f"{'batch':>12} {'frames µs':>10} {'encode µs':>10} {'enc/frames':>10}")
+    for batch in (1, 16, 256):
+        frames_cost, encode_cost = paths_cost(200, batch, 2048)
+        ratio = encode_cost / frames_cost
+        print(f"{batch:>12} {frames_cost * 1e6:>10.2f} {encode_cost * 1e6:>10.2f} {ratio:>10.2f}")
 
 
 if __name__ == "__main__":

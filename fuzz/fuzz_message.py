@@ -4,6 +4,11 @@ For any bytes, :func:`decode_message` returns a notification or an error, or
 raises :class:`FrameError`, and nothing else; a decoded message re-encodes
 to exactly the bytes it came from, and everything derived from it (kind,
 typed view, ``_meta``, equality, hash, repr) can be read without an error.
+A ``bytearray`` or a ``memoryview`` decodes as the same ``bytes`` do, and
+the writers' strict helpers agree with the decoder: a notification's JSON
+(and the notification itself, and its members) is one to send, relayed
+byte for byte; what the decoder rejects as a body they refuse with
+``LocalProtocolError``; the wrong types are a ``TypeError``.
 
     python fuzz/fuzz_message.py -max_total_time=60
 
@@ -13,16 +18,23 @@ typed view, ``_meta``, equality, hash, repr) can be read without an error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from _driver import JSON_TOKENS, check_codec
 
 from diverge_notifications.sansio import (
     ErrorData,
     FrameError,
     FrameErrorReason,
+    LocalProtocolError,
     Notification,
     decode_message,
     encode_message,
 )
+from diverge_notifications.sansio.messages import to_error, to_notification
+
+#: The module fuzzed (tests/test_fuzz_coverage.py measures how much of it the seeds run).
+TARGET = decode_message.__module__
 
 SEEDS = [
     b'\x00{"jsonrpc":"2.0","method":"notifications/progress","params":'
@@ -41,6 +53,11 @@ SEEDS = [
     b'\x00 {"params":{"progress":"abc","progressToken":1.5},"x":"\\u00e9","method":"v/x"} ',
     b'\x01{"code":-32603,"message":"server gone"}',
     b'\x01{"code":-32002,"message":"m","data":{"uri":"a://b"}}',
+    b'\x00{"no":"method"}',
+    b"\x00[]",
+    b'\x01{"code":1.5,"message":"m"}',
+    b"\x02{}",
+    b"",
 ]
 
 DICTIONARY = [
@@ -71,8 +88,38 @@ DICTIONARY = [
 ]
 
 
+def _refused(call: Callable[..., object], *arguments: object, error: type[Exception]) -> None:
+    try:
+        call(*arguments)
+    except error:
+        return
+    raise AssertionError(f"{call!r}{arguments!r} did not raise {error.__name__}")
+
+
+def _writers_agree(data: bytes, message: object) -> None:
+    """The strict helpers writers use take what the decoder accepts, and only that."""
+    if isinstance(message, Notification):
+        relayed = to_notification(data[1:])
+        assert relayed == message and relayed.to_bytes() == data[1:]
+        assert to_notification(message) is message
+        assert to_notification(dict(message.members)) == message
+        _refused(to_error, message, error=TypeError)
+    elif isinstance(message, ErrorData):
+        assert to_error(message) is message
+    elif data[:1] == b"\x00":
+        _refused(to_notification, data[1:], error=LocalProtocolError)
+    _refused(to_notification, len(data), error=TypeError)
+    _refused(encode_message, data, error=TypeError)
+
+
 def TestOneInput(data: bytes) -> None:
     message = check_codec(data, decode_message, encode_message, FrameError, FrameErrorReason)
+    for other in (bytearray(data), memoryview(data)):
+        try:
+            assert decode_message(other) == message
+        except FrameError:
+            assert message is None
+    _writers_agree(data, message)
     if isinstance(message, Notification):
         assert isinstance(message.method, str)
         assert message.kind is not None

@@ -44,7 +44,7 @@ from diverge_notifications.sansio import (
 from diverge_notifications.sansio.actions import Deliver, Disconnect
 from diverge_notifications.sansio.listening import ListenDriver
 from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
-from diverge_notifications.sansio.serving import ServeSettings
+from diverge_notifications.sansio.serve_settings import ServeSettings
 
 HANG = 30.0
 

@@ -802,4 +802,10 @@ def test_serve_without_stdout_serves() -> None:
             assert serve.wait(HANG_GUARD) == EXIT_OK
             assert listen.wait() == EXIT_OK
         stderr.join()
-        assert stderr.lines == [f"serving on {url}".encode()]
+        # The path's end and the server's counts, as serve reports them.
+        assert stderr.lines == [
+            f"serving on {url}".encode(),
+            b"path c1 ended (clean): 0 sent, 0 dropped",
+            b"served 1 asks (1 paths, 0 exchanges): 0 sent, 0 dropped, "
+            b"0 paths cut off as stalled, refusals: none",
+        ]

@@ -35,6 +35,10 @@ CHANNEL = "diverge:notifications"
 # --- what the tests share -----------------------------------------------------------------------
 
 
+#: Bytes a hub that collects what a test publishes holds (an 8 MiB notification among it).
+COLLECTING = 64 * 1024 * 1024
+
+
 def run(coroutine: Awaitable[T]) -> T:
     """Run a test's coroutine with an overall guard against a hang."""
 
@@ -100,7 +104,7 @@ def test_two_replicas_see_the_same_bytes_in_the_same_order(
     redis_server: RedisServer, redis_broker: Any
 ) -> None:
     async def main() -> None:
-        hubs = [Hub(), Hub()]
+        hubs = [Hub(queue_bytes=COLLECTING), Hub(queue_bytes=COLLECTING)]
         brokers = [redis_broker(hub, redis_server.url, backoff=FAST) for hub in hubs]
         for broker in brokers:
             await broker.start()
@@ -378,14 +382,14 @@ def test_the_blocking_broker_shares_the_stream_with_an_asyncio_one(
     redis_server: RedisServer, redis_broker: Any, blocking_broker: Any
 ) -> None:
     lock = threading.RLock()
-    threaded = Hub()
+    threaded = Hub(queue_bytes=COLLECTING)
     with blocking_broker(threaded, redis_server.url, hub_lock=lock, backoff=FAST) as broker:
         assert broker.wait_ready(HANG_GUARD)
         with lock:
             mine = threaded.subscribe()
 
         async def main() -> list[bytes]:
-            hub = Hub()
+            hub = Hub(queue_bytes=COLLECTING)
             async with redis_broker(hub, redis_server.url, backoff=FAST) as other:
                 await until(lambda: other.connected, "subscribed")
                 theirs = hub.subscribe()

@@ -6,9 +6,11 @@ published (it waits for the slowest before publishing more), so a listener
 that keeps pace never finds its queue full: nothing may be lost, and every
 listener must get everything, in order.
 
-One more listener connects, asks, and never reads. It loses notifications
-(counted through ``Hub.publish``'s return value: the subscribers that queued
-each one) and nobody else waits for it: the others still get everything.
+One more listener connects, asks, and never reads. The server's socket
+buffers are bounded (``send_buffer``), so they fill early; from then on its
+queue fills and it loses notifications (counted through ``Hub.publish``'s
+return value: the subscribers that queued each one), and nobody else waits
+for it: the others still get everything.
 
 Deadlines only guard against a hang; nothing asserts how long it took.
 """
@@ -40,6 +42,8 @@ WINDOW: Final = 600
 HANG: Final = 120.0
 #: Sizes the notifications so that the stalled listener's socket buffers fill.
 FILLER: Final = "x" * 200
+#: The server's send buffer per socket: far less than what the stalled listener is sent.
+SEND_BUFFER: Final = 64 * 1024
 
 
 def notification(index: int) -> Notification:
@@ -114,7 +118,8 @@ async def publish_all(hub: Hub, tallies: list[Tally]) -> int:
 
 async def run_load() -> tuple[list[Tally], int]:
     hub = Hub()
-    async with await asyncio_adapter.serve(hub, keepalive_interval=5.0) as server:
+    serving = asyncio_adapter.serve(hub, keepalive_interval=5.0, send_buffer=SEND_BUFFER)
+    async with await serving as server:
         tallies = [Tally() for _ in range(LISTENERS)]
         tasks = [asyncio.create_task(listen(server.url, tally)) for tally in tallies]
         stalled = await stalled_listener(server.url)

@@ -36,7 +36,7 @@ from diverge_notifications.sansio import (
 )
 from diverge_notifications.sansio.actions import Close, RunHandler, ServeAction, WaitUntil, Write
 from diverge_notifications.sansio.mcp import ErrorCode
-from diverge_notifications.sansio.serving import ServingConnection, ServingState
+from diverge_notifications.sansio.serving import DEFAULT_LINGER, ServingConnection, ServingState
 
 KEEPALIVE = 5.0
 ASK_TIMEOUT = 2.0
@@ -204,11 +204,12 @@ def test_without_a_handler_an_exchange_is_declined() -> None:
     assert served.act(START) == Close()
 
 
-def test_a_refused_ask_is_answered_then_closed() -> None:
+def test_a_refused_ask_is_answered_then_closed_lingering() -> None:
     served = Served(token="secret")
     served.serving.data_received(START, ProxyConnection("x").data_to_send())
     assert served.write(START).startswith(b"HTTP/1.1 401 ")
-    assert served.act(START) == Close()
+    # Read and discard a while, so that the peer reads the 401, not a reset.
+    assert served.act(START) == Close(linger=DEFAULT_LINGER)
 
 
 def test_shutdown_lets_a_running_handler_answer_first() -> None:

@@ -34,18 +34,44 @@ from diverge_notifications.sansio import (
     StreamOpened,
 )
 from diverge_notifications.sansio.actions import Close, RunHandler, WaitUntil, Write
+from diverge_notifications.sansio.counts import ServingTotals
 from diverge_notifications.sansio.mcp import ErrorCode
-from diverge_notifications.sansio.serving import ServingState
-from diverge_notifications.sansio.suspension import SuspensionCounts
+from diverge_notifications.sansio.reports import (
+    PathEnd,
+    PathEndedReport,
+    RefusalReport,
+    ServeReport,
+)
+from diverge_notifications.sansio.serving import DEFAULT_LINGER, ServingState
 
 REASON = "Redis broker redis://127.0.0.1:6379 channel 'diverge:notifications': connection lost"
 
 
+def counted(**options: Any) -> tuple[Served, list[tuple[str, int, str]]]:
+    """A served connection, and what it reports of the suspension with the count so far.
+
+    Each item is ``("refused", asks_suspended, reason)`` or ``("ended",
+    paths_suspended, reason)``, the count read from the server's totals as
+    the report is made.
+    """
+    reported: list[tuple[str, int, str]] = []
+    totals = ServingTotals()
+
+    def report(told: ServeReport) -> None:
+        stats = totals.snapshot()
+        if type(told) is RefusalReport:
+            assert told.status == 503 and stats.refusals[503] == stats.asks_suspended
+            reported.append(("refused", stats.asks_suspended, told.reason))
+        elif type(told) is PathEndedReport and told.how is PathEnd.SUSPENDED:
+            assert told.reason is not None
+            reported.append(("ended", stats.paths_suspended, told.reason))
+
+    return Served(totals=totals, report=report, **options), reported
+
+
 def suspended(**options: Any) -> tuple[Served, list[tuple[str, int, str]]]:
     """A served connection whose hub is suspended, and the counts it reports."""
-    reported: list[tuple[str, int, str]] = []
-    counts = SuspensionCounts(on_count=lambda *count: reported.append(count))
-    served = Served(suspension=counts, **options)
+    served, reported = counted(**options)
     served.hub.suspend(REASON)
     return served, reported
 
@@ -61,9 +87,7 @@ def output(served: Served, now: float) -> bytes:
 
 def opened(profile: Profile = Profile.PROVIDER) -> tuple[Served, ProxyConnection, list[Any]]:
     """A path open on a hub that is not suspended yet."""
-    reported: list[tuple[str, int, str]] = []
-    counts = SuspensionCounts(on_count=lambda *count: reported.append(count))
-    served = Served(suspension=counts, profile=profile)
+    served, reported = counted(profile=profile)
     peer = ProxyConnection("x", profile=profile)
     served.serving.data_received(START, peer.data_to_send())
     assert [type(event) for event in events(peer, served.write(START))] == [StreamOpened]
@@ -81,7 +105,7 @@ def test_a_notification_ask_is_not_served_while_the_hub_is_suspended() -> None:
     received = events(peer, written)
     assert isinstance(received[0], NotServed) and received[0].status == 503
     assert REASON in received[0].reason  # the body names the broker
-    assert served.act(START) == Close()
+    assert served.act(START) == Close(linger=DEFAULT_LINGER)  # the peer reads its 503
     assert reported == [("refused", 1, REASON)]
 
 

@@ -36,7 +36,7 @@ from diverge_notifications.sansio import (
     StreamErrored,
     StreamOpened,
 )
-from diverge_notifications.sansio.suspension import SuspensionCounts
+from diverge_notifications.sansio.counts import ServerStats
 
 __all__ = ["runners"]  # the fixture, imported to be found
 
@@ -51,16 +51,16 @@ class Served:
         self.runner = runner
         self.blocking: blocking_adapter.Server | None = None
         #: The server's counts, where the test holds the server itself (not trio's).
-        self.suspension: SuspensionCounts | None = None
+        self.stats: Callable[[], ServerStats] | None = None
         if isinstance(runner, BlockingRunner):
             self.blocking = blocking_adapter.serve(hub, keepalive_interval=KEEPALIVE)
             self.url = self.blocking.url
-            self.suspension = self.blocking.suspension
+            self.stats = self.blocking.stats
             self.close: Callable[[], None] = self.blocking.close
         elif isinstance(runner, AsyncioRunner):
             server = runner.run(asyncio_adapter.serve(hub, keepalive_interval=KEEPALIVE))
             self.url = server.url
-            self.suspension = server.suspension
+            self.stats = server.stats
             self.close = lambda: runner.run(server.close())
         else:
             handle = runner.serve(hub)
@@ -102,9 +102,11 @@ def test_a_suspended_hub_ends_the_path_refuses_asks_and_serves_again(runner: Run
         served.call(lambda: hub.publish(after))
         got = listener.received.until(lambda item: isinstance(item, NotificationReceived))
         assert notifications_in(got) == [after]
-        counts = served.suspension
-        if counts is not None:
-            assert served.call(lambda: (counts.refused >= 1, counts.ended)) == (True, 1)
+        stats = served.stats
+        if stats is not None:
+            counts = served.call(stats)
+            assert (counts.asks_suspended >= 1, counts.paths_suspended) == (True, 1)
+            assert counts.refusals[503] == counts.asks_suspended
     finally:
         listener.stop()
         served.close()

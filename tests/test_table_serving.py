@@ -100,6 +100,8 @@ class Record:
     output: bytes
     subscribers: int
     exchange: Ask | None
+    #: The Close the connection will end with.
+    final: Close
 
 
 def record(served: Served) -> Record:
@@ -108,6 +110,7 @@ def record(served: Served) -> Record:
         output=bytes(serving._outbox),
         subscribers=served.hub.subscribers,
         exchange=serving._exchange,
+        final=serving._final,
     )
 
 
@@ -145,6 +148,8 @@ def _call(served: Served, what: ServingInput) -> object:
         serving._outbox += serving.take_output(NOW)
     elif what is In.LOST:
         serving.connection_lost()
+    elif what is In.STALLED:
+        serving.write_stalled(NOW)
     else:
         # Not something the outside can produce here: as if it had happened.
         return serving._step(what, NOW)
@@ -171,13 +176,19 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
     effect: Effect = step.result
     before, after, returned = effect.before, effect.after, effect.returned
     added = after.output[len(before.output) :]
-    assert after.output.startswith(before.output)
+    # A cut-off throws away what was left to write; every other outcome adds to it.
+    assert outcome is Out.CUT_OFF or after.output.startswith(before.output)
     if outcome is Out.RUN_HANDLER:
         assert returned == RunHandler(ask=ASK)
     elif outcome is Out.CLOSE:
-        assert returned == Close()
+        assert returned == before.final
     else:
         assert returned is None
+    if outcome is Out.FINISH and added.startswith(b"HTTP/1.1 4"):
+        # A refused ask's close lingers, so that the peer reads its refusal.
+        assert after.final == Close(linger=2.0)
+    elif outcome not in (Out.REFUSE_BUSY, Out.REFUSE, Out.CUT_OFF):
+        assert after.final == before.final
     if outcome in (Out.NOTHING, Out.SILENCE, Out.RUN_HANDLER, Out.CLOSE):
         assert (added, after.subscribers, after.exchange) == (
             b"",
@@ -197,12 +208,18 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
     elif outcome is Out.REFUSE:
         assert added.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
         assert b"\r\nRetry-After: 1\r\n" in added and SUSPENDED.encode() in added
-        assert after.subscribers == 0
+        assert after.subscribers == 0 and after.final == Close(linger=2.0)
     elif outcome is Out.END_PATH:
         assert added.endswith(b"0\r\n\r\n") and after.subscribers == 0
         assert b"notifications/tools/list_changed" in added  # the queue went out first
         # Ended by the hub: its reason is the error message before the end.
         assert (SUSPENDED.encode() in added) is (step.input is In.PATH_CUT)
+    elif outcome is Out.REFUSE_BUSY:
+        assert added.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in added
+        assert after.final == Close(linger=2.0)
+    elif outcome is Out.CUT_OFF:
+        assert after.output == b"" and after.subscribers == 0 and after.exchange is None
+        assert after.final == Close(abort=True)
     else:
         assert outcome is Out.DROP
         assert added == b"" and after.subscribers == 0 and after.exchange is None

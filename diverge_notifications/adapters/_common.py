@@ -6,27 +6,55 @@ Every decision is taken by the sans-IO drivers,
 left here needs the world outside: the read size, the random source and
 the TLS context (:func:`listen_driver`, :func:`serve_settings`), describing
 an :class:`OSError` (a TLS failure included), calling the user's exchange
-handler; and what the three modules' signatures and ``Server`` classes have
-in common (the options' types, :class:`ServerBase`, :class:`ClosedOnExit`).
+handler (logging its failure, bounding its time); logging what the serving
+driver reports (:func:`log_report`, logger ``diverge_notifications.server``);
+and what the three modules' signatures and ``Server`` classes have in common
+(the options' types, :class:`ServerBase` with ``stats()`` and the room a
+waiting publisher waits for, :class:`ClosedOnExit`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import inspect
+import logging
 import random as _random
+import socket
 import ssl
-from collections.abc import Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
+import struct
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    Protocol,
+    TypedDict,
+    TypeVar,
+    cast,
+    overload,
+)
 
 from ..sansio.actions import ExchangeHandler, ExchangeResult
 from ..sansio.asks import Ask
-from ..sansio.hub import Hub
+from ..sansio.counts import ServerStats
+from ..sansio.hub import Hub, as_notification
 from ..sansio.listening import ListenDriver
 from ..sansio.policy import ProxyPolicy
+from ..sansio.reports import (
+    ExchangeReport,
+    PathEnd,
+    PathEndedReport,
+    PathOpenedReport,
+    RefusalReport,
+    ServeReport,
+)
 from ..sansio.sequence import Profile
-from ..sansio.serving import ServeSettings, ServingConnection
-from ..sansio.suspension import SuspensionCounts
+from ..sansio.serve_settings import ServeSettings
+from ..sansio.serving import ServingConnection
 from ..sansio.urls import Endpoint, format_url
 from .tls import client_context, describe_tls_error
 
@@ -35,17 +63,31 @@ if TYPE_CHECKING:
 
 __all__ = [
     "READ_SIZE",
+    "AsyncServerBase",
     "ClosedOnExit",
     "ListenOptions",
     "ServeOptions",
     "ServerBase",
     "Starting",
+    "accepted",
+    "answer_within",
     "call_exchange_handler",
     "describe_error",
+    "drained",
+    "handler_timed_out",
+    "linger",
     "listen_driver",
+    "log_report",
+    "logger",
+    "peer_name",
+    "reset_on_close",
     "run_exchange_handler",
     "serve_settings",
 ]
+
+#: Where the servers log: refusals and path ends at info, stalled paths at
+#: warning, exchange handlers that fail at error (with the traceback).
+logger = logging.getLogger("diverge_notifications.server")
 
 #: Bytes asked of the socket per read: large, so that a busy path costs few calls.
 READ_SIZE = 256 * 1024
@@ -95,6 +137,26 @@ class ServeOptions(TypedDict, total=False):
     ask_timeout: float
     #: Serve TLS with this context (``tls.server_context(...)``); ``None`` for plain HTTP.
     ssl: ssl.SSLContext | None
+    #: Each subscriber's queue in bytes of frames (default the hub's).
+    queue_bytes: int | None
+    #: Bytes one write of a path carries at most.
+    write_buffer: int
+    #: Seconds a path's peer may take no byte while output waits before it is cut off.
+    stall_timeout: float
+    #: Connections served at once (``None``: no limit); beyond, 503 with ``Retry-After``.
+    max_connections: int | None
+    #: The listening socket's backlog.
+    backlog: int
+    #: Seconds an exchange handler may run before it is cancelled (internal error).
+    exchange_timeout: float
+    #: Seconds a refused connection is read and discarded before it is closed.
+    linger: float
+    #: Bytes read and discarded after the ask before the server stops reading.
+    max_discard: int
+    #: Called with every report (a refusal, a path opened or ended, an exchange answered).
+    on_report: Callable[[ServeReport], None] | None
+    #: ``SO_SNDBUF`` of each accepted socket (``None``: the system's, which grows as it likes).
+    send_buffer: int | None
 
 
 def listen_driver(
@@ -169,23 +231,113 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _report(serving: ServingConnection, result: object) -> None:
+def peer_name(address: object) -> str:
+    """``host:port`` of a socket address (``[host]:port`` for IPv6), for logs and reports."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        host = str(address[0])
+        return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
+    return str(address)
+
+
+def accepted(sock: Any, settings: ServeSettings[Any]) -> str:
+    """Set an accepted socket up (no Nagle delay; ``send_buffer``); who is at its other end."""
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if settings.send_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, settings.send_buffer)
+    try:
+        return peer_name(sock.getpeername())
+    except (OSError, AttributeError):
+        return ""
+
+
+def reset_on_close(sock: Any) -> None:
+    """Make closing ``sock`` a reset (``SO_LINGER`` 0): what it still holds is thrown away."""
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def log_report(report: ServeReport) -> None:
+    """Log what a served connection reports, at the level an operator expects."""
+    if type(report) is PathEndedReport:
+        if report.how is PathEnd.STALLED:
+            logger.warning(
+                "path %s to %s stalled: no byte taken for %g s while output waited; "
+                "cut off, %d queued notifications freed",
+                report.channel,
+                report.peer,
+                report.stall_timeout,
+                report.freed,
+            )
+        logger.info(
+            "path %s to %s ended (%s): %d sent, %d dropped",
+            report.channel,
+            report.peer,
+            report.how.value,
+            report.sent,
+            report.dropped,
+        )
+    elif type(report) is RefusalReport:
+        logger.info("ask from %s refused: %d (%s)", report.peer, report.status, report.reason)
+    elif type(report) is PathOpenedReport:
+        logger.debug("path %s to %s opened", report.channel, report.peer)
+    elif type(report) is ExchangeReport:
+        level = logging.ERROR if report.outcome.startswith("internal error") else logging.DEBUG
+        logger.log(
+            level,
+            "exchange %s (%s) from %s answered: %s",
+            report.channel,
+            report.exchange,
+            report.peer,
+            report.outcome,
+        )
+
+
+def _report(serving: ServingConnection, result: object, ask: Ask) -> None:
     # An exception, raised or returned, is answered as an internal error.
     if isinstance(result, BaseException):
+        logger.error(
+            "the exchange handler failed on %s", ask.exchange.name.lower(), exc_info=result
+        )
         serving.handler_failed(describe_error(result))
     else:
         serving.handler_answered(cast(ExchangeResult, result))
 
 
+def handler_timed_out(serving: ServingConnection, ask: Ask, timeout: float) -> None:
+    """The exchange handler ran past ``timeout`` seconds (and was cancelled, if it could be)."""
+    logger.error(
+        "the exchange handler ran past exchange_timeout (%g s) on %s",
+        timeout,
+        ask.exchange.name.lower(),
+    )
+    serving.handler_failed(f"the exchange handler took longer than {timeout:g} s")
+
+
 def call_exchange_handler(
-    serving: ServingConnection, handler: Callable[[Ask], ExchangeResult], ask: Ask
+    serving: ServingConnection, handler: Callable[[Ask], ExchangeResult], ask: Ask, timeout: float
 ) -> None:
-    """Perform ``RunHandler(ask)`` with a handler that returns its answer (the blocking adapter)."""
-    try:
-        result: object = handler(ask)
-    except Exception as error:
-        result = error
-    _report(serving, result)
+    """Perform ``RunHandler(ask)`` with a handler that returns its answer (the blocking adapter).
+
+    The handler runs on a thread of its own, so that one that hangs costs
+    only that thread: past ``timeout`` seconds it is left behind (a thread
+    cannot be cancelled) and the exchange is answered an internal error.
+    """
+    results: list[object] = []
+
+    def call() -> None:
+        try:
+            results.append(handler(ask))
+        except Exception as error:
+            results.append(error)
+
+    worker = threading.Thread(target=call, name="diverge-exchange-handler", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if results:
+        _report(serving, results[0], ask)
+    else:
+        handler_timed_out(serving, ask, timeout)
 
 
 async def run_exchange_handler(
@@ -193,7 +345,9 @@ async def run_exchange_handler(
 ) -> None:
     """Perform ``RunHandler(ask)`` for the async adapters: an awaitable answer is awaited.
 
-    The handler's exception (not a cancellation) becomes the internal error answered.
+    The handler's exception (not a cancellation) is logged with its
+    traceback and becomes the internal error answered. The adapter bounds
+    its time (:func:`handler_timed_out`).
     """
     try:
         result: object = handler(ask)
@@ -201,7 +355,7 @@ async def run_exchange_handler(
             result = await result
     except Exception as error:
         result = error
-    _report(serving, result)
+    _report(serving, result, ask)
 
 
 _Closing = TypeVar("_Closing", bound="ClosedOnExit")
@@ -250,11 +404,6 @@ class ServerBase:
         return self._settings.ask_timeout
 
     @property
-    def suspension(self) -> SuspensionCounts:
-        """What the connections did while the hub was suspended (asks refused, paths ended)."""
-        return self._settings.suspension
-
-    @property
     def keepalive_interval(self) -> float:
         """Seconds without output after which a path gets a keep-alive."""
         return self._settings.keepalive_interval
@@ -268,20 +417,94 @@ class ServerBase:
         """``hub.publish(item)``: call it from the thread that runs the server."""
         return self.hub.publish(item)
 
+    def stats(self) -> ServerStats:
+        """What the server has done so far: a frozen :class:`~.counts.ServerStats`."""
+        return self._settings.totals.snapshot()
+
+    def _serving(
+        self, wake: Callable[[], None], now: float, peer: str, hub_lock: Any = None
+    ) -> ServingConnection:
+        """The driver of a connection accepted at ``now`` from ``peer``; it reports to the log."""
+        return self._settings.serving_connection(
+            self.hub, wake=wake, now=now, peer=peer, report=self._report, hub_lock=hub_lock
+        )
+
+    def _report(self, report: ServeReport) -> None:
+        log_report(report)
+        on_report = self._settings.on_report
+        if on_report is not None:
+            on_report(report)
+
+    def _publish_if_room(self, item: object, wake: Callable[[], None]) -> int | None:
+        """Publish ``item`` if every queue it reaches has room; else ``None``, and ``wake`` later.
+
+        ``wake`` is called once, when a queue that had no room takes
+        notifications out or closes (a stalled path is cut off after
+        ``stall_timeout``, so the wait is bounded); then try again.
+        """
+        if self.hub.room_for(item):
+            return self.hub.publish(item)
+        self.hub.when_room(wake)
+        return None
+
+
+class _Event(Protocol):
+    """What asyncio's and trio's ``Event`` have in common."""
+
+    def set(self) -> None: ...
+
+    async def wait(self) -> Any: ...
+
+
+class AsyncServerBase(ServerBase):
+    """The asyncio and trio ``Server``: ``await server.publish(item, wait=True)``."""
+
+    #: The event class of the adapter's framework.
+    _event: Callable[[], _Event]
+
+    @overload
+    def publish(self, item: object, *, wait: Literal[False] = False) -> int: ...
+
+    @overload
+    def publish(self, item: object, *, wait: Literal[True]) -> Coroutine[Any, Any, int]: ...
+
+    def publish(self, item: object, *, wait: bool = False) -> int | Coroutine[Any, Any, int]:
+        """Publish ``item`` into the hub; call it from the thread that runs the server.
+
+        Without ``wait`` this is ``hub.publish(item)``: a path whose queue is
+        full does not get it (counted as dropped). With ``wait=True`` it
+        returns a coroutine: ``await server.publish(item, wait=True)`` waits
+        until every path the notification reaches has room for it, so that
+        no listener that keeps reading loses it (one that stalls is cut off
+        after ``stall_timeout`` and stops holding it up). Both return how
+        many paths queued it; a notification too large for a frame raises
+        :class:`~.hub.NotificationTooLarge` at once, and nothing is queued.
+        """
+        if not wait:
+            return self.hub.publish(item)
+        return self._publish_waiting(item)
+
+    async def _publish_waiting(self, item: object) -> int:
+        notification = as_notification(item) or item  # decoded once, however long the wait
+        while True:
+            room = self._event()
+            published = self._publish_if_room(notification, room.set)
+            if published is not None:
+                return published
+            await room.wait()
+
 
 _Started = TypeVar("_Started")
 
 
-class Starting(Coroutine[Any, Any, _Started]):
-    """What the asyncio ``serve()`` returns: ``async with`` it, or await it for the server.
+class Starting(Coroutine[Any, Any, _Started], Generic[_Started]):
+    """What the asyncio ``serve()`` returns: ``async with`` it, or await it for the server."""
 
-    ``starting`` is the coroutine that starts ``server`` and returns it;
-    leaving the ``async with`` block closes the server.
-    """
-
-    def __init__(self, server: Any, starting: Coroutine[Any, Any, _Started]) -> None:
-        self._server = server
+    def __init__(
+        self, starting: Coroutine[Any, Any, _Started], close: Callable[[], Awaitable[None]]
+    ) -> None:
         self._starting = starting
+        self._close = close
 
     def __await__(self) -> Generator[Any, None, _Started]:
         return self._starting.__await__()
@@ -299,4 +522,56 @@ class Starting(Coroutine[Any, Any, _Started]):
         return await self._starting
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self._server.close()
+        await self._close()
+
+
+async def drained(writer: asyncio.StreamWriter, stall_timeout: float) -> bool:
+    """Wait for the socket to take what was written (asyncio's flow control).
+
+    False if the peer took no byte for ``stall_timeout`` seconds: the bytes
+    the transport holds did not go down meanwhile. They are looked at a few
+    times per ``stall_timeout`` (at least once a second), so that a stall is
+    noticed within that much of its deadline.
+    """
+    transport = writer.transport
+    loop = asyncio.get_running_loop()
+    step = min(1.0, stall_timeout / 4)
+    left = transport.get_write_buffer_size()
+    progressed = loop.time()
+    while True:
+        try:
+            await asyncio.wait_for(writer.drain(), step)
+            return True
+        except asyncio.TimeoutError:
+            now_left = transport.get_write_buffer_size()
+            if now_left < left:
+                left, progressed = now_left, loop.time()
+            elif loop.time() - progressed >= stall_timeout:
+                return False
+
+
+async def answer_within(
+    serving: ServingConnection, settings: ServeSettings[ExchangeHandler], ask: Ask
+) -> None:
+    """Perform ``RunHandler(ask)`` (asyncio), cancelling the handler past ``exchange_timeout``."""
+    assert settings.exchange_handler is not None
+    running = run_exchange_handler(serving, settings.exchange_handler, ask)
+    try:
+        await asyncio.wait_for(running, settings.exchange_timeout)
+    except asyncio.TimeoutError:
+        handler_timed_out(serving, ask, settings.exchange_timeout)
+
+
+async def linger(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seconds: float
+) -> None:
+    """Half-close, then read and discard until the peer closes or ``seconds`` pass (asyncio)."""
+
+    async def discard() -> None:
+        if writer.can_write_eof():
+            writer.write_eof()
+        while await reader.read(READ_SIZE):
+            pass
+
+    with contextlib.suppress(OSError, asyncio.TimeoutError):
+        await asyncio.wait_for(discard(), seconds)

@@ -15,11 +15,9 @@ import ssl
 import trio
 
 from ._common import ServerBase
+from ._trio_parts import STREAM_ERRORS
 
 __all__ = ["connect", "secure_accepted"]
-
-#: What a trio stream raises when the connection or its TLS layer fails.
-STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
 async def connect(host: str, port: int, context: ssl.SSLContext | None) -> trio.abc.Stream:

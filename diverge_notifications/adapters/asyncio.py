@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from ..sansio.actions import (
+    Close,
     Connect,
     Deliver,
     Disconnect,
@@ -29,20 +31,22 @@ from ..sansio.events import Event
 from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
-from ..sansio.serving import ServeSettings
+from ..sansio.serve_settings import ServeSettings
 from ._common import (
     READ_SIZE,
-    ServerBase,
+    AsyncServerBase,
     Starting,
+    accepted,
+    answer_within,
     describe_error,
+    drained,
+    linger,
     listen_driver,
-    run_exchange_handler,
+    reset_on_close,
 )
 from .tls import asyncio_server_options
 
 if TYPE_CHECKING:
-    import ssl
-
     from typing_extensions import Unpack
 
     from ._common import ListenOptions, ServeOptions
@@ -134,9 +138,8 @@ class _Connection:
         # that everything published meanwhile goes out as one chunk.
         self._ready = asyncio.Event()
         # Made when the connection is accepted: the ask's deadline starts now.
-        self.serving = server._settings.serving_connection(
-            server.hub, wake=self._ready.set, now=loop.time()
-        )
+        peer = accepted(writer.get_extra_info("socket"), server._settings)
+        self.serving = server._serving(self._ready.set, loop.time(), peer)
         self._handler: asyncio.Task[None] | None = None
         self.finished: asyncio.Future[None] = loop.create_future()
         server._connections.add(self)
@@ -189,7 +192,8 @@ class _Connection:
             if type(action) is Write:
                 writer.write(action.data)
                 try:
-                    await writer.drain()  # the socket's flow control
+                    if not await drained(writer, self._server._settings.stall_timeout):
+                        serving.write_stalled(self._loop.time())
                 except OSError:
                     serving.connection_lost()
             elif type(action) is WaitUntil:
@@ -199,20 +203,26 @@ class _Connection:
                 if timer is not None:
                     timer.cancel()
             elif type(action) is RunHandler:
-                handler = self._server._settings.exchange_handler
-                assert handler is not None
-                self._handler = self._loop.create_task(
-                    run_exchange_handler(serving, handler, action.ask)
-                )
+                settings = self._server._settings
+                assert settings.exchange_handler is not None
+                answering = answer_within(serving, settings, action.ask)
+                self._handler = self._loop.create_task(answering)
                 await asyncio.wait([self._handler])  # not raising if it was cancelled
-            else:  # Close
+            else:
+                assert type(action) is Close
+                if action.abort:  # a reset: nothing more goes to a stalled peer
+                    reset_on_close(writer.get_extra_info("socket"))
+                    writer.transport.abort()
+                elif action.linger:
+                    await linger(self._reader, writer, action.linger)
                 return
 
 
-class Server(ServerBase):
+class Server(AsyncServerBase):
     """A running asyncio server of a hub; see :func:`serve`. ``async with`` closes it on exit."""
 
     _settings: ServeSettings[ExchangeHandler]
+    _event = asyncio.Event
 
     def __init__(self, hub: Hub, handler: ExchangeHandler | None, options: ServeOptions) -> None:
         super().__init__(hub, handler, options)
@@ -224,11 +234,10 @@ class Server(ServerBase):
         settings = self._settings  # the handshake is part of the time an ask may take
         tls = asyncio_server_options(self.tls, settings.ask_timeout, settings.close_timeout)
         self._server = await asyncio.start_server(
-            self._accepted, host, port, reuse_address=True, **tls
+            self._accepted, host, port, reuse_address=True, backlog=settings.backlog, **tls
         )
-        name = self._server.sockets[0].getsockname()
-        self.host = str(name[0])
-        self.port = int(name[1])
+        host, port, *_ = self._server.sockets[0].getsockname()
+        self.host, self.port = str(host), int(port)
         return self
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -288,4 +297,4 @@ def serve(
     are checked by the call, before anything listens.
     """
     server = Server(hub, exchange_handler, options)
-    return Starting(server, server._start(host, port))
+    return Starting(server._start(host, port), server.close)

@@ -17,16 +17,18 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..sansio.actions import ExchangeResult, RunHandler, WaitUntil, Write
+from ..sansio.actions import Close, ExchangeResult, RunHandler, WaitUntil, Write
 from ..sansio.asks import Ask
-from ..sansio.hub import Hub
-from ..sansio.serving import ServeSettings
+from ..sansio.hub import Hub, as_notification
+from ..sansio.serve_settings import ServeSettings
 from . import tls as _tls
 from ._blocking_listener import Listener
+from ._blocking_parts import Lingerer, Wakeup, close_as, sent
 from ._common import (
     READ_SIZE,
     ClosedOnExit,
     ServerBase,
+    accepted,
     call_exchange_handler,
     listen_driver,
 )
@@ -60,43 +62,16 @@ def listen(url: str, **options: Unpack[ListenOptions]) -> Listener:
 # --- the server ----------------------------------------------------------------
 
 
-class _Wakeup:
-    """A socket pair a selector can wait on, set from any thread."""
-
-    def __init__(self) -> None:
-        self._reader, self._writer = socket.socketpair()
-        self._reader.setblocking(False)
-        self._writer.setblocking(False)
-
-    def fileno(self) -> int:
-        return self._reader.fileno()
-
-    def set(self) -> None:
-        # A full pair already holds a wake-up; a closed one has nobody to wake.
-        with contextlib.suppress(OSError):
-            self._writer.send(b"\0")
-
-    def clear(self) -> None:
-        with contextlib.suppress(OSError):
-            while self._reader.recv(4096):
-                pass
-
-    def close(self) -> None:
-        self._reader.close()
-        self._writer.close()
-
-
 class _Connection:
     """One accepted connection, served by its own thread."""
 
-    def __init__(self, server: Server, sock: socket.socket) -> None:
+    def __init__(self, server: Server, sock: socket.socket, peer: str) -> None:
         self._server = server
         self.socket = sock
-        self.wakeup = _Wakeup()  # OSError when out of descriptors: the caller closes sock
+        self.wakeup = Wakeup()  # OSError when out of descriptors: the caller closes sock
         # Made when the connection is accepted: the ask's deadline starts now.
-        self.serving = server._settings.serving_connection(
-            server.hub, wake=self.wakeup.set, now=time.monotonic(), hub_lock=server.lock
-        )
+        now = time.monotonic()
+        self.serving = server._serving(self.wakeup.set, now, peer, hub_lock=server.lock)
         self.thread = threading.Thread(
             target=self._run, name=f"diverge-serve-{sock.fileno()}", daemon=True
         )
@@ -104,7 +79,7 @@ class _Connection:
     def _run(self) -> None:
         serving = self.serving
         sock = self.socket
-        handler = self._server._settings.exchange_handler
+        settings = self._server._settings
         selector: selectors.BaseSelector | None = None
         shut_down = False
         try:
@@ -123,7 +98,8 @@ class _Connection:
                     serving.shutdown()
                 action = serving.next_action(time.monotonic())
                 if type(action) is Write:
-                    sock.sendall(action.data)
+                    if not sent(sock, action.data, settings.stall_timeout):
+                        serving.write_stalled(time.monotonic())
                 elif type(action) is WaitUntil:
                     if reading and not action.wants_read:
                         reading = False  # at end of file the socket stays readable
@@ -138,9 +114,12 @@ class _Connection:
                         else:
                             self.wakeup.clear()
                 elif type(action) is RunHandler:
-                    assert handler is not None
-                    call_exchange_handler(serving, handler, action.ask)
-                else:  # Close
+                    assert settings.exchange_handler is not None
+                    handler, timeout = settings.exchange_handler, settings.exchange_timeout
+                    call_exchange_handler(serving, handler, action.ask, timeout)
+                else:
+                    assert type(action) is Close
+                    close_as(sock, action)
                     return
         except OSError:
             pass  # the peer went away, or close() gave up on it
@@ -170,15 +149,21 @@ class Server(ServerBase, ClosedOnExit):
         super().__init__(hub, handler, options)
         #: Held around every call into the hub; hold it too to call the hub directly.
         self.lock = threading.RLock()
+        #: Notified, under the lock, when a full queue makes room (publish(wait=True)).
+        self._room = threading.Condition(self.lock)
         self._connections_lock = threading.Lock()
         #: Set once the first close() has finished: later ones wait for it.
         self._closed = threading.Event()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with contextlib.ExitStack() as on_failure:
-            self._listener = socket.create_server((host, port), family=family)
+            self._listener = socket.create_server(
+                (host, port), family=family, backlog=self._settings.backlog
+            )
             on_failure.callback(self._listener.close)
+            self._lingerer = Lingerer()  # one thread for every connection refused as busy
+            on_failure.callback(self._lingerer.close)
             self._listener.setblocking(False)
-            self._wakeup = _Wakeup()
+            self._wakeup = Wakeup()
             on_failure.callback(self._wakeup.close)
             # Made here, not in the thread: a failure is the caller's OSError.
             self._selector = selectors.DefaultSelector()
@@ -200,10 +185,19 @@ class Server(ServerBase, ClosedOnExit):
         with self._connections_lock:
             return len(self._connections)
 
-    def publish(self, item: object) -> int:
-        """``hub.publish(item)`` under :attr:`lock`: safe from any thread."""
+    def publish(self, item: object, *, wait: bool = False) -> int:
+        """``hub.publish(item)`` under :attr:`lock`: safe from any thread.
+
+        With ``wait=True`` it blocks until every path the notification
+        reaches has room for it (see the asyncio ``Server.publish``).
+        """
         with self.lock:
-            return self.hub.publish(item)
+            if not wait:
+                return self.hub.publish(item)
+            notification = as_notification(item) or item  # decoded once, however long the wait
+            while (published := self._publish_if_room(notification, self._room.notify_all)) is None:
+                self._room.wait()
+            return published
 
     def _accept(self) -> None:
         selector = self._selector
@@ -221,11 +215,17 @@ class Server(ServerBase, ClosedOnExit):
                     continue
                 try:
                     sock.setblocking(True)
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    connection = _Connection(self, sock)  # a socket pair: descriptors too
+                    peer = accepted(sock, self._settings)
+                    connection = _Connection(self, sock, peer)  # a socket pair: descriptors too
                 except OSError:
                     sock.close()  # this peer is not served; the next one may be
                     time.sleep(_ACCEPT_BACKOFF)
+                    continue
+                # Beyond max_connections: 503, no thread of its own (over TLS the
+                # connection's thread does the handshake first, then refuses).
+                if connection.serving.done and self.tls is None:
+                    connection.wakeup.close()
+                    self._lingerer.refuse(connection.serving, sock, self._settings.linger)
                     continue
                 with self._connections_lock:
                     if self._closing:
@@ -266,6 +266,7 @@ class Server(ServerBase, ClosedOnExit):
         try:
             self._wakeup.set()
             self._accept_thread.join()
+            self._lingerer.close()
             self._listener.close()
             self._wakeup.close()
             for connection in connections:

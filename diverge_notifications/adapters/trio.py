@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..sansio.actions import (
+    Close,
     Connect,
     Deliver,
     Disconnect,
@@ -37,9 +38,10 @@ from ..sansio.events import Event
 from ..sansio.hub import Hub
 from ..sansio.listening import ListenDriver
 from ..sansio.mcp import Notification
-from ..sansio.serving import ServeSettings
+from ..sansio.serve_settings import ServeSettings
 from . import _trio_tls
-from ._common import READ_SIZE, ServerBase, describe_error, listen_driver, run_exchange_handler
+from ._common import READ_SIZE, AsyncServerBase, accepted, describe_error, listen_driver
+from ._trio_parts import STREAM_ERRORS, answer_within, close_as, sent
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -47,8 +49,6 @@ if TYPE_CHECKING:
     from ._common import ListenOptions, ServeOptions
 
 __all__ = ["Server", "listen", "serve"]
-
-_STREAM_ERRORS = _trio_tls.STREAM_ERRORS
 
 
 def listen(
@@ -59,9 +59,8 @@ def listen(
     An async generator with the same options, items and behaviour. Iterate
     it inside ``contextlib.aclosing(...)`` (trio finalizes abandoned async
     generators late); leaving that block, or cancelling the surrounding
-    scope, closes the connection and asks no more. As there, the options
-    (the ``token`` included) are checked when ``listen`` is called, before
-    any connection: :class:`ValueError` from the call itself.
+    scope, closes the connection and asks no more. The options (``token``
+    included) are checked by the call, before any connection: ValueError.
     """
     return _listen(*listen_driver(url, **options))
 
@@ -83,7 +82,7 @@ async def _listen(
                 with trio.move_on_after(action.timeout):
                     try:
                         data = bytes(await stream.receive_some(READ_SIZE))
-                    except _STREAM_ERRORS as error:
+                    except STREAM_ERRORS as error:
                         failure = error
                 if failure is not None:
                     driver.connection_lost(trio.current_time(), describe_error(failure))
@@ -95,13 +94,13 @@ async def _listen(
                 assert stream is not None
                 try:
                     await stream.send_all(action.data)
-                except _STREAM_ERRORS as error:
+                except STREAM_ERRORS as error:
                     driver.connection_lost(trio.current_time(), describe_error(error))
             elif type(action) is Connect:
                 try:
                     with trio.fail_after(action.timeout):  # the TLS handshake included
                         stream = await _trio_tls.connect(action.host, action.port, tls)
-                except (*_STREAM_ERRORS, trio.TooSlowError) as error:
+                except (*STREAM_ERRORS, trio.TooSlowError) as error:
                     reason = "timed out" if isinstance(error, trio.TooSlowError) else None
                     driver.connect_failed(trio.current_time(), reason or describe_error(error))
                 else:
@@ -129,9 +128,8 @@ class _Connection:
         self._server = server
         self._stream = stream
         # Made when the connection is accepted: the ask's deadline starts now.
-        self.serving = server._settings.serving_connection(
-            server.hub, wake=self._wake, now=trio.current_time()
-        )
+        peer = accepted(getattr(stream, "socket", None), server._settings)
+        self.serving = server._serving(self._wake, trio.current_time(), peer)
         self._ready = trio.Event()
         self.finished = trio.Event()
         self.cancel_scope = trio.CancelScope()
@@ -167,13 +165,14 @@ class _Connection:
                 data = bytes(await self._stream.receive_some(READ_SIZE))
                 serving.data_received(trio.current_time(), data)
                 self._ready.set()
-        except _STREAM_ERRORS:
+        except STREAM_ERRORS:
             serving.connection_lost()
             self._ready.set()
 
     async def _serve(self) -> None:
         serving = self.serving
         stream = self._stream
+        settings = self._server._settings
         while True:
             # A fresh event before the next action: whatever is published
             # from here on sets it, and whatever came before is taken now.
@@ -181,22 +180,23 @@ class _Connection:
             action = serving.next_action(trio.current_time())
             if type(action) is Write:
                 try:
-                    await stream.send_all(action.data)
-                except _STREAM_ERRORS:
+                    if not await sent(stream, action.data, settings.stall_timeout):
+                        serving.write_stalled(trio.current_time())
+                except STREAM_ERRORS:
                     serving.connection_lost()
             elif type(action) is WaitUntil:
                 deadline = action.deadline
                 with trio.move_on_at(math.inf if deadline is None else deadline):
                     await self._ready.wait()
             elif type(action) is RunHandler:
-                handler = self._server._settings.exchange_handler
-                assert handler is not None
-                await run_exchange_handler(serving, handler, action.ask)
-            else:  # Close
+                await answer_within(serving, settings, action.ask)
+            else:
+                assert type(action) is Close
+                await close_as(stream, action)
                 return
 
 
-class Server(ServerBase):
+class Server(AsyncServerBase):
     """A running trio server of a hub; see :func:`serve`.
 
     ``url`` is its base URL (give it to :func:`listen`). :meth:`close` ends
@@ -204,6 +204,7 @@ class Server(ServerBase):
     """
 
     _settings: ServeSettings[ExchangeHandler]
+    _event = trio.Event
 
     def __init__(self, hub: Hub, handler: ExchangeHandler | None, options: ServeOptions) -> None:
         super().__init__(hub, handler, options)
@@ -232,11 +233,10 @@ class Server(ServerBase):
         """End every open path cleanly, stop accepting, and close every connection.
 
         Connections whose peer does not take the end within
-        ``close_timeout`` seconds (a stalled listener) are cancelled. Every
-        call returns when the server is closed, a second one included. As
-        trio's ``aclose()`` does, a close that is cancelled still closes,
-        forcefully: the connections left are cut off at once, then
-        ``Cancelled`` goes on.
+        ``close_timeout`` seconds (a stalled listener) are cancelled; every
+        call, a second one too, returns when the server is closed. A close
+        that is cancelled still closes (as trio's ``aclose()``), forcefully:
+        the connections left are cut off at once, then ``Cancelled`` goes on.
         """
         if self._closing:
             await self._closed.wait()
@@ -285,10 +285,10 @@ async def serve(
     block is entered, before anything listens.
     """
     server = Server(hub, exchange_handler, options)
-    server._listeners = await trio.open_tcp_listeners(port, host=host)
-    name = server._listeners[0].socket.getsockname()
-    server.host = str(name[0])
-    server.port = int(name[1])
+    listeners = await trio.open_tcp_listeners(port, host=host, backlog=server._settings.backlog)
+    server._listeners = listeners
+    host, port, *_ = listeners[0].socket.getsockname()
+    server.host, server.port = str(host), int(port)
     async with trio.open_nursery() as nursery:
         for listener in server._listeners:
             nursery.start_soon(server._accept, listener, nursery)

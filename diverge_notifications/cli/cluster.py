@@ -12,9 +12,11 @@ The sources publish into an inlet :class:`~diverge_notifications.sansio.Hub`
 whose one subscriber hands everything to the broker, so that they need not
 know about it: the MCP bridge's notifications are refused while the broker
 is not subscribed (counted and logged by the broker); standard input waits
-instead, each line in turn, holding the reading thread back. The broker's
-log lines, and the server's counts of asks refused and paths ended, go to
-standard error as ``cluster: ...`` lines.
+instead (:meth:`Replica.publish`), each line in turn, holding the reading
+thread back. The broker's log lines, and the server's counts of asks
+refused and paths ended while the hub is suspended (``asks_suspended``,
+``paths_suspended`` in its ``stats()``), go to standard error as
+``cluster: ...`` lines.
 """
 
 from __future__ import annotations
@@ -23,12 +25,11 @@ import argparse
 import asyncio
 import contextlib
 import logging
-from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from ..cluster import BrokerError, BrokerUnavailable, NotificationTooLarge, OutboxFull
-from ..sansio import Hub
+from ..cluster import BrokerError, BrokerUnavailable, OutboxFull
+from ..sansio import Hub, Notification
+from ..sansio.reports import PathEnd, PathEndedReport, RefusalReport, ServeReport
 from .output import say
 from .running import PROG, UsageError
 
@@ -47,9 +48,6 @@ REDIS_MISSING_MESSAGE: Final = (
 _FULL_PAUSE: Final = 0.05
 
 _logger = logging.getLogger("diverge_notifications.cluster")
-
-#: One standard-input line handed over: its number, its bytes (``None``: too long).
-_Publish = Callable[[Hub, int, "bytes | None"], None]
 
 
 def redis_problem(args: argparse.Namespace) -> str | None:
@@ -102,32 +100,25 @@ class Replica:
         #: What the sources publish into: each notification goes on to the broker.
         self.inlet = Hub()
         self._inlet = self.inlet.subscribe(on_ready=self._forward)
-        self._lines: deque[tuple[int, bytes | None, asyncio.Future[None]]] = deque()
-        self._more = asyncio.Event()
-        self._stdin: asyncio.Task[None] | None = None
-        self._publish_line: _Publish | None = None
         self._server: Server | None = None
+        #: The suspension's counts last seen, by what they count.
+        self._seen = {"asks not served": 0, "paths ended": 0}
         self._handler = _Say()
         self._handler.setLevel(logging.INFO)
 
     async def start(self, server: Server) -> None:
         """Connect to Redis; ``server`` serves the hub (its counts are logged)."""
         self._server = server
-        server.suspension.on_count = self._count
         _logger.addHandler(self._handler)
         if _logger.level == logging.NOTSET or _logger.level > logging.INFO:
             _logger.setLevel(logging.INFO)
         await self.broker.start()
 
     async def close(self) -> None:
-        """Stop standard input's publishing and the broker; log the counts."""
-        if self._stdin is not None:
-            self._stdin.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._stdin
+        """Stop the broker; log the counts."""
         await self.broker.close()
         stats = self.broker.stats()
-        counts = self._server.suspension if self._server is not None else None
+        counts = self._server.stats() if self._server is not None else None
         _logger.info(
             "counts: published %d, received %d, lost %d, gaps %d (%d missing), disconnects %d, "
             "reconnects %d; asks not served %d, paths ended %d",
@@ -138,28 +129,53 @@ class Replica:
             stats.missing,
             stats.disconnects,
             stats.reconnects,
-            counts.refused if counts is not None else 0,
-            counts.ended if counts is not None else 0,
+            counts.asks_suspended if counts is not None else 0,
+            counts.paths_suspended if counts is not None else 0,
         )
         _logger.removeHandler(self._handler)
 
-    def stdin(self, publish_line: _Publish) -> Callable[[int, bytes | None], asyncio.Future[None]]:
-        """What standard input's reader hands each line to: published in turn, waiting.
+    async def publish(self, notification: Notification) -> None:
+        """Publish one notification through the broker, waiting while it cannot take it.
 
-        ``publish_line(hub, number, line)`` parses the line and publishes it
-        (or says why not); the returned future is done once the line was
-        taken by the broker or skipped.
+        Standard input's lines go this way (``serve --stdin --redis``):
+        raises the broker's :class:`~diverge_notifications.cluster.NotificationTooLarge`
+        for one it never takes.
         """
-        self._publish_line = publish_line
-        self._stdin = asyncio.get_running_loop().create_task(self._publish_stdin())
+        broker = self.broker
+        while True:
+            await broker.ready()
+            try:
+                broker.publish(notification)
+            except OutboxFull:
+                await asyncio.sleep(_FULL_PAUSE)
+            except BrokerUnavailable:
+                continue  # lost between ready() and now: wait again
+            else:
+                return
 
-        def deliver(number: int, line: bytes | None) -> asyncio.Future[None]:
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._lines.append((number, line, done))
-            self._more.set()
-            return done
+    def report(self, report: ServeReport) -> None:
+        """What the server reports: an ask refused or a path ended while the hub is suspended.
 
-        return deliver
+        Each is counted in the server's ``stats()``; the 1st, 2nd, 4th ...
+        of each kind is logged with the hub's reason.
+        """
+        if type(report) is RefusalReport:
+            reason = report.reason
+        elif type(report) is PathEndedReport and report.how is PathEnd.SUSPENDED:
+            reason = report.reason or ""
+        else:
+            return
+        if self._server is None:
+            return
+        stats = self._server.stats()
+        counts = {"asks not served": stats.asks_suspended, "paths ended": stats.paths_suspended}
+        for told, count in counts.items():
+            if count > self._seen[told]:
+                self._seen[told] = count
+                if _at_power_of_two(count):
+                    _logger.warning(
+                        "%s while the hub is suspended: %d so far (%s)", told, count, reason
+                    )
 
     # -- internals ---------------------------------------------------------------
 
@@ -169,45 +185,3 @@ class Replica:
         for notification in self._inlet.take():
             with contextlib.suppress(BrokerError):
                 self.broker.publish(notification)
-
-    async def _publish_stdin(self) -> None:
-        assert self._publish_line is not None
-        # Lines are parsed into a hub of their own, which nothing else feeds.
-        lines = Hub()
-        taken = lines.subscribe()
-        while True:
-            while not self._lines:
-                self._more.clear()
-                await self._more.wait()
-            number, line, done = self._lines.popleft()
-            try:
-                self._publish_line(lines, number, line)
-                for notification in taken.take():
-                    await self._publish_waiting(number, notification)
-            except Exception as error:  # one line's trouble stops no other line
-                say(f"line {number}: not published: {error}")
-            finally:
-                if not done.done():
-                    done.set_result(None)
-
-    async def _publish_waiting(self, number: int, notification: object) -> None:
-        """Publish one line's notification, waiting while the broker cannot take it."""
-        broker = self.broker
-        while True:
-            await broker.ready()
-            try:
-                broker.publish(notification)
-            except NotificationTooLarge as error:
-                say(f"line {number}: {error}, skipped")
-                return
-            except OutboxFull:
-                await asyncio.sleep(_FULL_PAUSE)
-            except BrokerUnavailable:
-                continue  # lost between ready() and now: wait again
-            else:
-                return
-
-    def _count(self, what: str, count: int, reason: str) -> None:
-        if _at_power_of_two(count):
-            told = "asks not served" if what == "refused" else "paths ended"
-            _logger.warning("%s while the hub is suspended: %d so far (%s)", told, count, reason)

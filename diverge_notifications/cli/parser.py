@@ -76,6 +76,59 @@ def _keepalive_option(parser: argparse.ArgumentParser, text: str) -> None:
     )
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _serve_limits(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s limits: what a stalled, slow or crowding peer may cost (docs/cli.md)."""
+    from ..sansio.hub import DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_SIZE
+    from ..sansio.serving import DEFAULT_BACKLOG, DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT
+
+    parser.add_argument(
+        "--stall-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_STALL_TIMEOUT,
+        metavar="SECONDS",
+        help="cut a path off when its listener takes no byte for this long while output "
+        f"waits ({DEFAULT_STALL_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_count,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections served at once; beyond, 503 and Retry-After ({DEFAULT_MAX_CONNECTIONS})",
+    )
+    parser.add_argument(
+        "--queue-size",
+        type=_count,
+        default=DEFAULT_QUEUE_SIZE,
+        metavar="N",
+        help=f"notifications queued per path at most ({DEFAULT_QUEUE_SIZE})",
+    )
+    parser.add_argument(
+        "--queue-bytes",
+        type=_count,
+        default=DEFAULT_QUEUE_BYTES,
+        metavar="BYTES",
+        help=f"bytes of notifications queued per path at most ({DEFAULT_QUEUE_BYTES})",
+    )
+    parser.add_argument(
+        "--backlog",
+        type=_count,
+        default=DEFAULT_BACKLOG,
+        metavar="N",
+        help=f"connections the listening socket holds before they are accepted ({DEFAULT_BACKLOG})",
+    )
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -176,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="publish each JSON notification line read from standard input",
     )
     _keepalive_option(serve, "write a keep-alive frame after this much silence (15)")
+    _serve_limits(serve)
     relay = serve.add_mutually_exclusive_group()
     relay.add_argument(
         "--mcp-stdio",

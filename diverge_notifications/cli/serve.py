@@ -2,13 +2,18 @@
 
 With ``--stdin`` each line of standard input is published as one
 notification (a line too long for a frame, or not a notification, is
-reported on standard error and skipped); with ``--mcp-stdio`` or
-``--mcp-url`` the bridge relays an MCP server's notifications (the ``mcp``
-extra). With ``--redis`` they publish through Redis pub/sub, whose stream
-other replicas share (:mod:`.cluster`). SIGINT or SIGTERM ends every open
-path cleanly. The token comes from ``--token``, ``--token-file`` or
-``DIVERGE_TOKEN`` (:func:`~.parser.resolve_token`); with ``--certfile`` the
-server speaks TLS.
+reported on standard error and skipped). Standard input waits for the
+paths: while a path that is not stalled has a full queue, no more is read,
+so every listener that keeps reading gets every line (a stalled one is cut
+off after ``--stall-timeout``). With ``--mcp-stdio`` or ``--mcp-url`` the
+bridge relays an MCP server's notifications (the ``mcp`` extra). With
+``--redis`` they publish through Redis pub/sub, whose stream other replicas
+share (:mod:`.cluster`); standard input then waits for the broker instead.
+SIGINT or SIGTERM ends every open path cleanly. Each path's end is one line
+on standard error, ``path <channel> ended (<how>): <sent> sent, <dropped>
+dropped``, and the server's counts are the last line. The token comes from
+``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
+(:func:`~.parser.resolve_token`); with ``--certfile`` the server speaks TLS.
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ import contextlib
 import os
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from ..cluster import NotificationTooLarge as TooLargeForBroker
 from ..sansio import Event, FrameError, Hub, Notification
 from ..sansio._json import dumps
+from ..sansio.counts import ServerStats
+from ..sansio.hub import NotificationTooLarge
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
+from ..sansio.reports import PathEndedReport, ServeReport
 from .cluster import redis_problem, replica_for
 from .output import event_record, say
 from .parser import resolve_token, serve_tls_context
@@ -49,23 +58,55 @@ MCP_MISSING_MESSAGE: Final = (
 _MAX_STDIN_LINE: Final = DEFAULT_MAX_LINE_SIZE
 
 
-def _publish_line(hub: Hub, number: int, line: bytes | None) -> None:
-    """Publish one standard-input line, or report on standard error why it was skipped."""
+def _parse_line(number: int, line: bytes | None) -> Notification | None:
+    """One standard-input line as a notification, or ``None`` (said on standard error why)."""
     if line is None:
         say(f"line {number}: longer than {_MAX_STDIN_LINE} bytes, skipped")
-        return
+        return None
     text = line.strip()
     if not text:
-        return  # blank lines separate nothing and say nothing
+        return None  # blank lines separate nothing and say nothing
     try:
-        notification = Notification.from_bytes(text)
+        return Notification.from_bytes(text)
     except FrameError as error:
         say(f"line {number}: {error.detail}, skipped")
-        return
-    hub.publish(notification)
+        return None
 
 
-class _ByteBudget:
+#: Lines read from standard input in one read, with the bytes they hold.
+_Lines = tuple[list[tuple[int, bytes | None]], int]
+
+
+#: Publishes one notification, waiting for room (``server.publish(..., wait=True)``, or
+#: the broker's with ``--redis``).
+_Publish = Callable[[Notification], Awaitable[object]]
+
+
+async def _publish_lines(
+    publish: _Publish, lines: asyncio.Queue[_Lines | None], budget: _Budget
+) -> None:
+    """Publish what the reading thread hands over, waiting for room: no listener that reads loses.
+
+    After each read's worth of lines the paths get a turn: the source never
+    starves the writers it feeds.
+    """
+    while (batch := await lines.get()) is not None:
+        numbered, size = batch
+        try:
+            for number, line in numbered:
+                notification = _parse_line(number, line)
+                if notification is None:
+                    continue
+                try:
+                    await publish(notification)
+                except (NotificationTooLarge, TooLargeForBroker) as error:
+                    say(f"line {number}: {error}, skipped")
+        finally:
+            budget.release(size)
+        await asyncio.sleep(0)
+
+
+class _Budget:
     """Bounds the bytes handed from the reading thread to the event loop but not yet published.
 
     The reader waits while ``limit`` bytes are in flight (one line is always
@@ -94,47 +135,61 @@ class _ByteBudget:
 _STDIN_READ_AHEAD: Final = 4 * 1024 * 1024
 
 
-def _read_stdin(
-    loop: asyncio.AbstractEventLoop,
-    deliver: Callable[[int, bytes | None], asyncio.Future[None] | None],
-) -> None:
-    """Read standard input on a thread and hand each line to ``deliver`` on ``loop``.
+def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[_Lines | None]) -> _Budget:
+    """Read standard input on a thread, handing each read's lines to ``lines`` on ``loop``.
 
     The raw descriptor 0 is read, not ``sys.stdin``: a daemon thread blocked
     inside the buffered reader can abort interpreter shutdown. A read error
-    counts as the end of input. A line ``deliver`` returns a future for
-    (``serve --redis``, waiting for the broker) is read ahead until it is done.
+    counts as the end of input. The thread stops reading while
+    ``_STDIN_READ_AHEAD`` bytes are handed over and not yet published, so
+    that a publisher waiting for room holds standard input up.
     """
     splitter = LineSplitter(_MAX_STDIN_LINE)
-    budget = _ByteBudget(_STDIN_READ_AHEAD)
+    budget = _Budget(_STDIN_READ_AHEAD)
 
-    def publish(number: int, line: bytes | None, size: int) -> None:
-        pending = None
-        try:
-            pending = deliver(number, line)
-        finally:
-            if pending is None:
-                budget.release(size)
-            else:
-                pending.add_done_callback(lambda _: budget.release(size))
-
-    while True:
-        try:
-            data = os.read(0, 65536)
-        except InterruptedError:  # pragma: no cover - retried by Python itself
-            continue
-        except OSError:
-            data = b""
-        lines = splitter.feed(data) if data else splitter.close()
-        for number, line in lines:
-            size = len(line) if line is not None else 0
-            budget.acquire(size)
+    def read() -> None:
+        while True:
             try:
-                loop.call_soon_threadsafe(publish, number, line, size)
-            except RuntimeError:  # the loop is closed: serve is shutting down
+                data = os.read(0, 65536)
+            except InterruptedError:  # pragma: no cover - retried by Python itself
+                continue
+            except OSError:
+                data = b""
+            numbered = splitter.feed(data) if data else splitter.close()
+            if numbered:
+                size = sum(len(line) for _, line in numbered if line is not None)
+                budget.acquire(size)
+                try:
+                    loop.call_soon_threadsafe(lines.put_nowait, (numbered, size))
+                except RuntimeError:  # the loop is closed: serve is shutting down
+                    return
+            if not data:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(lines.put_nowait, None)
                 return
-        if not data:
-            return
+
+    threading.Thread(target=read, name="serve-stdin", daemon=True).start()
+    return budget
+
+
+def _report_path_end(report: ServeReport) -> None:
+    """Say on standard error how a path ended, and what it sent and dropped."""
+    if type(report) is PathEndedReport:
+        say(
+            f"path {report.channel} ended ({report.how.value}): "
+            f"{report.sent} sent, {report.dropped} dropped"
+        )
+
+
+def _summary(stats: ServerStats) -> str:
+    """The last line ``serve`` prints: what the server did, in all."""
+    refusals = " ".join(f"{status}={count}" for status, count in stats.refusals.items())
+    return (
+        f"served {stats.asks_served} asks ({stats.paths_served} paths, "
+        f"{stats.exchanges_answered} exchanges): {stats.notifications_sent} sent, "
+        f"{stats.notifications_dropped} dropped, {stats.paths_stalled} paths cut off as "
+        f"stalled, refusals: {refusals or 'none'}"
+    )
 
 
 def _report_bridge_event(event: Event) -> None:
@@ -145,13 +200,28 @@ def _report_bridge_event(event: Event) -> None:
 async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLContext | None) -> int:
     from ..adapters.asyncio import serve
 
-    hub = Hub()
+    hub = Hub(queue_size=args.queue_size, queue_bytes=args.queue_bytes)
     # The TLS context is passed only when there is one (``serve --certfile``).
     tls_options: dict[str, Any] = {} if tls is None else {"ssl": tls}
     replica = replica_for(args, hub)  # serve --redis: a broker feeds the hub (cli/cluster.py)
+
+    def on_report(report: ServeReport) -> None:
+        _report_path_end(report)
+        if replica is not None:
+            replica.report(report)
+
     try:
         server = await serve(
-            hub, args.host, args.port, token=token, keepalive_interval=args.keepalive, **tls_options
+            hub,
+            args.host,
+            args.port,
+            token=token,
+            keepalive_interval=args.keepalive,
+            stall_timeout=args.stall_timeout,
+            max_connections=args.max_connections,
+            backlog=args.backlog,
+            on_report=on_report,
+            **tls_options,
         )
     except OSError as error:
         say(f"{PROG} serve: cannot listen on {args.host}:{args.port}: {error}")
@@ -163,23 +233,22 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
     stop = asyncio.Event()
     status = EXIT_OK
     bridge: asyncio.Task[None] | None = None
+    feeding: asyncio.Task[None] | None = None
     try:
         say(f"serving on {server.url}")
         if replica is not None:
             await replica.start(server)
         source = hub if replica is None else replica.inlet
         if args.stdin:
-            deliver = (
-                replica.stdin(_publish_line)
+            lines: asyncio.Queue[_Lines | None] = asyncio.Queue()
+            budget = _read_stdin(loop, lines)
+            # With --redis a line waits for the broker, else for the paths' room.
+            publish: _Publish = (
+                replica.publish
                 if replica is not None
-                else lambda number, line: _publish_line(hub, number, line)
+                else lambda notification: server.publish(notification, wait=True)
             )
-            threading.Thread(
-                target=_read_stdin,
-                args=(loop, deliver),
-                name="serve-stdin",
-                daemon=True,
-            ).start()
+            feeding = asyncio.create_task(_publish_lines(publish, lines, budget))
         if args.mcp_stdio is not None or args.mcp_url is not None:
             from ..bridge import run_bridge
 
@@ -206,13 +275,15 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
             say(f"{PROG} serve: the MCP bridge {reason}")
             status = EXIT_NO_CONNECTION
     finally:
-        if bridge is not None and not bridge.done():
-            bridge.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await bridge
+        for task in (bridge, feeding):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         await server.close()
         if replica is not None:
             await replica.close()
+        say(_summary(server.stats()))
     return status
 
 

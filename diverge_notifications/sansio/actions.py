@@ -109,7 +109,12 @@ ListenAction = Connect | Send | Receive | Sleep | Deliver | Disconnect | Stop
 
 @attrs.frozen(kw_only=True)
 class Write:
-    """Write ``data`` to the socket (all of it), then ask for the next action."""
+    """Write ``data`` to the socket (all of it), then ask for the next action.
+
+    If the peer takes no byte of it for the server's ``stall_timeout``
+    seconds, stop and report :meth:`~.serving.ServingConnection.write_stalled`
+    instead (the connection is then cut off).
+    """
 
     data: bytes
 
@@ -144,7 +149,17 @@ class RunHandler:
 
 @attrs.frozen(kw_only=True)
 class Close:
-    """Close the socket: everything there was to write has been written."""
+    """Close the socket: everything there was to write has been written.
+
+    With ``abort``, close it abruptly (a reset: nothing more may be written,
+    and what is unsent is thrown away). With ``linger`` seconds, close
+    lingering: shut the sending side down, then read and discard what the
+    peer still sends, until it closes or ``linger`` seconds pass, so that it
+    reads the refusal it was sent rather than a reset.
+    """
+
+    abort: bool = False
+    linger: float = 0.0
 
 
 ServeAction = Write | WaitUntil | RunHandler | Close

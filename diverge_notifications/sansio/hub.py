@@ -5,11 +5,22 @@ reading; each open path holds a :class:`Subscriber`, a bounded queue the
 path's writer drains. Nothing is replayed: a subscriber gets what is
 published while it is subscribed, and a new subscription starts empty.
 
-**Bounded queues.** A notification that arrives while a subscriber's queue
-is full is not queued for it. The loss is not reported on the wire (the
-Diverge 2.3.0 specification page for the container proxy's notification
-response: "the sequence does not report the loss"); it is counted in
-:attr:`Subscriber.dropped`, exactly.
+**Bounded queues.** A queue is bounded in notifications (``queue_size``)
+and in bytes of frames (``queue_bytes``); an empty queue takes any one
+frame. What arrives while a queue is full is not queued for it. The loss is
+not reported on the wire (the Diverge 2.3.0 specification page for the
+container proxy's notification response: "the sequence does not report the
+loss"); it is counted in :attr:`Subscriber.dropped`, exactly, with what is
+still queued when a subscriber closes.
+
+**One frame per notification.** :meth:`Hub.publish` builds a notification's
+frame (length, tag byte, JSON) once; every queue it reaches holds that same
+``bytes``, which writers take with :meth:`Subscriber.take_frames`. One larger
+than ``max_frame_size`` is refused there (:class:`NotificationTooLarge`).
+
+**Publishers that can wait** ask :meth:`Hub.room_for` and, on ``False``,
+register with :meth:`Hub.when_room`; :meth:`Hub.publish` itself never waits.
+:meth:`Hub.counts` gives totals that outlive subscribers.
 
 **Filters** (after the MCP server library's notifications page, named after
 MCP 2026-07-28's ``SubscriptionFilter``).
@@ -50,94 +61,36 @@ publishes from several threads serialises hub calls with its own lock.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import NoReturn
 
-import attrs
-
+from ._errors import LocalProtocolError
+from .counts import HubCounts, HubTotals
+from .filters import (
+    LIST_CHANGED_METHODS,
+    LOG_METHOD,
+    RESOURCE_UPDATED_METHOD,
+    Interest,
+)
+from .framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE
 from .mcp import LogLevel, Notification
+from .messages import NOTIFICATION_TAG, pack_frame_head
+from .subscriber import DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_SIZE, Subscriber, check_reason
 
 __all__ = [
+    "DEFAULT_QUEUE_BYTES",
     "DEFAULT_QUEUE_SIZE",
     "LIST_CHANGED_METHODS",
     "LOG_METHOD",
     "RESOURCE_UPDATED_METHOD",
     "Hub",
+    "HubCounts",
     "HubSuspended",
     "Interest",
+    "NotificationTooLarge",
     "Subscriber",
     "as_notification",
 ]
-
-#: Queue size of a subscriber unless the hub or the subscription says otherwise.
-DEFAULT_QUEUE_SIZE: Final = 1024
-
-RESOURCE_UPDATED_METHOD: Final = "notifications/resources/updated"
-LOG_METHOD: Final = "notifications/message"
-#: The list-changed methods and the :class:`Interest` flag each one needs.
-LIST_CHANGED_METHODS: Final = {
-    "notifications/resources/list_changed": "resources_list_changed",
-    "notifications/tools/list_changed": "tools_list_changed",
-    "notifications/prompts/list_changed": "prompts_list_changed",
-}
-
-
-def _uri_set(value: Iterable[str]) -> frozenset[str]:
-    if isinstance(value, (str, bytes)):
-        raise TypeError("resource_subscriptions is a collection of URIs, not one string")
-    uris = frozenset(value)
-    for uri in uris:
-        if not isinstance(uri, str):
-            raise TypeError(f"a resource URI is a str, not {type(uri).__name__}")
-    return uris
-
-
-def _log_level(value: LogLevel | str | None) -> LogLevel | None:
-    if value is None or isinstance(value, LogLevel):
-        return value
-    level = LogLevel.from_wire(value)
-    if level is None:
-        raise ValueError(f"not a log level: {value!r} (debug, info, notice, warning, ...)")
-    return level
-
-
-@attrs.frozen(kw_only=True)
-class Interest:
-    """What a subscriber wants to hear of the topics a filter can narrow.
-
-    ``resource_subscriptions``: the URIs whose ``resources/updated`` it
-    wants; the three ``*_list_changed`` flags; ``log_level``: the least
-    severe log message it wants (a :class:`LogLevel` or its wire name), or
-    ``None`` for no log messages. Notifications of other methods are not
-    narrowed by an interest (see the module's documentation).
-    """
-
-    resource_subscriptions: frozenset[str] = attrs.field(default=frozenset(), converter=_uri_set)
-    resources_list_changed: bool = False
-    tools_list_changed: bool = False
-    prompts_list_changed: bool = False
-    log_level: LogLevel | None = attrs.field(default=None, converter=_log_level)
-
-    def wants(self, notification: Notification) -> bool:
-        """True if a subscriber with this interest receives ``notification``.
-
-        The hub does not call this (it uses its indexes); it states the rule
-        in one place, for readers and tests.
-        """
-        method = notification.method
-        params = notification.params or {}
-        if method == RESOURCE_UPDATED_METHOD:
-            uri = params.get("uri")
-            return isinstance(uri, str) and uri in self.resource_subscriptions
-        flag = LIST_CHANGED_METHODS.get(method)
-        if flag is not None:
-            wanted: bool = getattr(self, flag)
-            return wanted
-        if method == LOG_METHOD:
-            level = LogLevel.from_wire(params.get("level"))
-            return level is not None and self.log_level is not None and level >= self.log_level
-        return True
 
 
 class HubSuspended(Exception):
@@ -151,125 +104,6 @@ class HubSuspended(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(f"the hub is suspended: {reason}")
         self.reason = reason
-
-
-class Subscriber:
-    """One subscription: a bounded queue of notifications, in publishing order.
-
-    Made by :meth:`Hub.subscribe`. The path's writer drains it with
-    :meth:`take`; :meth:`close` unsubscribes and empties it.
-    """
-
-    __slots__ = (
-        "_dropped",
-        "_end_reason",
-        "_hub",
-        "_interest",
-        "_on_ready",
-        "_queue",
-        "_queue_size",
-    )
-
-    def __init__(
-        self,
-        hub: Hub,
-        interest: Interest | None,
-        queue_size: int,
-        on_ready: Callable[[], None] | None,
-    ) -> None:
-        self._hub: Hub | None = hub
-        self._interest = interest
-        self._queue_size = queue_size
-        self._on_ready = on_ready
-        self._queue: deque[Notification] = deque()
-        self._dropped = 0
-        self._end_reason: str | None = None
-
-    @property
-    def interest(self) -> Interest | None:
-        """The filter, or ``None`` for everything."""
-        return self._interest
-
-    @property
-    def queue_size(self) -> int:
-        """How many notifications the queue holds at most."""
-        return self._queue_size
-
-    @property
-    def dropped(self) -> int:
-        """How many notifications were not queued because the queue was full."""
-        return self._dropped
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called (or the hub ended the subscription)."""
-        return self._hub is None
-
-    @property
-    def end_reason(self) -> str | None:
-        """Why the subscription was ended from outside, or ``None``.
-
-        Set by ``close(reason=...)`` and by :meth:`Hub.suspend`. A writer that
-        finds it set, once :meth:`take` returns nothing more, ends its path
-        with this reason (the server's error message) instead of cleanly.
-        """
-        return self._end_reason
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def take(self, max_items: int | None = None) -> list[Notification]:
-        """Remove and return queued notifications, oldest first (at most ``max_items``)."""
-        queue = self._queue
-        if max_items is not None and max_items < 0:
-            raise ValueError("max_items must not be negative")
-        if max_items is None or max_items >= len(queue):
-            items = list(queue)
-            queue.clear()
-            return items
-        return [queue.popleft() for _ in range(max_items)]
-
-    def close(self, *, reason: str | None = None) -> None:
-        """Unsubscribe. Closing twice is harmless.
-
-        Without ``reason`` (the path's writer is done with it) whatever is
-        queued is dropped. With ``reason`` the subscription is ended from
-        outside: nothing more is queued, what is queued stays for the writer
-        to :meth:`take`, :attr:`end_reason` is set, and ``on_ready`` is called
-        once, so that a writer waiting for work wakes up, drains the queue and
-        ends the path with the reason. A subscriber already closed keeps the
-        reason it had (if any).
-        """
-        if reason is None:
-            self._detach()
-            self._queue.clear()
-            return
-        wake = self._end(reason)
-        if wake is not None:
-            wake()
-
-    def _detach(self) -> bool:
-        """Leave the hub; True if this call did it."""
-        hub = self._hub
-        if hub is None:
-            return False
-        self._hub = None
-        hub._remove(self)
-        return True
-
-    def _end(self, reason: str) -> Callable[[], None] | None:
-        """End from outside with ``reason``; the ``on_ready`` to call, if any."""
-        _check_reason(reason)
-        if not self._detach():
-            return None
-        self._end_reason = reason
-        return self._on_ready
-
-    def __repr__(self) -> str:
-        state = "closed" if self._hub is None else f"{len(self._queue)}/{self._queue_size} queued"
-        if self._end_reason is not None:
-            state = f"ended ({self._end_reason}), {len(self._queue)} queued"
-        return f"<Subscriber {state}, {self._dropped} dropped, interest={self._interest!r}>"
 
 
 # Ordered sets (dicts with None values): iteration order is subscription
@@ -297,27 +131,68 @@ def as_notification(item: object) -> Notification | None:
     return None
 
 
+class NotificationTooLarge(LocalProtocolError):
+    """:meth:`Hub.publish` refused a notification too large for a frame.
+
+    ``size`` is the size of its message (the tag byte and the JSON), ``limit``
+    the hub's ``max_frame_size``. Nothing was queued; the hub goes on.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"a notification of {size} bytes (tag byte and JSON) is larger than the frame "
+            f"limit of {limit} bytes: not published"
+        )
+        self.size = size
+        self.limit = limit
+
+
 class Hub:
     """Fans published notifications out to subscribers' bounded queues.
 
-    ``queue_size`` is the default size of a subscriber's queue.
+    ``queue_size`` (notifications) and ``queue_bytes`` (bytes of frames) are
+    the default bounds of a subscriber's queue; ``max_frame_size`` is the
+    largest message (tag byte and JSON) :meth:`publish` accepts, the
+    proxy's default frame limit unless said otherwise.
     """
 
-    def __init__(self, *, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
+    def __init__(
+        self,
+        *,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        queue_bytes: int = DEFAULT_QUEUE_BYTES,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
+        if queue_bytes < 1 or max_frame_size < 1:
+            raise ValueError("queue_bytes and max_frame_size must be at least 1")
         self._queue_size = queue_size
+        self._queue_bytes = queue_bytes
+        self._max_frame_size = max_frame_size
+        self._totals = HubTotals()
+        self._room_waiters: list[Callable[[], None]] = []
+        self._suspended: str | None = None
         self._all: _Group = {}  # every open subscriber
         self._everything: _Group = {}  # subscribers without an interest
         self._by_uri: dict[str, _Group] = {}
         self._list_changed: dict[str, _Group] = {method: {} for method in LIST_CHANGED_METHODS}
         self._by_level: list[_Group] = [{} for _ in LogLevel]
-        self._suspended: str | None = None
 
     @property
     def queue_size(self) -> int:
         """The default queue size of a new subscriber."""
         return self._queue_size
+
+    @property
+    def queue_bytes(self) -> int:
+        """The default byte bound of a new subscriber's queue."""
+        return self._queue_bytes
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest message (tag byte and JSON) :meth:`publish` accepts."""
+        return self._max_frame_size
 
     @property
     def subscribers(self) -> int:
@@ -340,7 +215,7 @@ class Hub:
         suspended hub replaces the reason. Returns how many subscribers were
         ended.
         """
-        _check_reason(reason)
+        check_reason(reason)
         self._suspended = reason
         ended = list(self._all)
         wakes = [subscriber._end(reason) for subscriber in ended]
@@ -351,12 +226,74 @@ class Hub:
         """Accept subscriptions again after :meth:`suspend` (harmless if not suspended)."""
         self._suspended = None
 
+    def counts(self) -> HubCounts:
+        """The hub's counts now (a snapshot; O(open subscribers) for ``queued``)."""
+        totals = self._totals
+        return HubCounts(
+            subscribers=len(self._all),
+            subscribed=totals.subscribed,
+            published=totals.published,
+            ignored=totals.ignored,
+            refused=totals.refused,
+            sent=totals.sent,
+            dropped=totals.dropped,
+            queued=sum(len(subscriber._queue) for subscriber in self._all),
+        )
+
+    def room_for(self, item: object) -> bool:
+        """True if :meth:`publish` of ``item`` now would queue it for every subscriber it reaches.
+
+        Also true for what :meth:`publish` does not queue anywhere whatever
+        the queues hold (an item that is not a notification, or one too
+        large), so that a publisher waiting for room never waits for those.
+        Each subscriber found without room is remembered: after a ``False``,
+        register with :meth:`when_room` (with no other hub call in between)
+        to learn when one of them takes notifications out or closes.
+        """
+        notification = as_notification(item)
+        if notification is None:
+            return True
+        payload = len(notification.to_bytes()) + 1
+        if payload > self._max_frame_size:
+            return True
+        size = payload + PREFIX_SIZE
+        room = True
+        for group in self._route(notification):
+            for subscriber in group:
+                queue = subscriber._queue
+                if queue and (
+                    len(queue) >= subscriber._queue_size
+                    or subscriber._bytes + size > subscriber._queue_bytes
+                ):
+                    subscriber._awaited = True
+                    room = False
+        return room
+
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once, when a queue :meth:`room_for` found full takes or closes.
+
+        It is called from inside :meth:`Subscriber.take_frames`,
+        :meth:`Subscriber.take` or :meth:`Subscriber.close`, after the queue
+        changed: it should only wake the publisher, which then asks
+        :meth:`room_for` again (the room may be taken by then, or another
+        queue may still be full). If a callback raises, the others still run,
+        the take that ran them is undone, and the first exception propagates.
+        """
+        self._room_waiters.append(callback)
+
+    def _room_made(self) -> None:
+        waiters = self._room_waiters
+        if waiters:
+            self._room_waiters = []
+            _call_all(waiters)
+
     def subscribe(
         self,
         interest: Interest | None = None,
         *,
         queue_size: int | None = None,
         on_ready: Callable[[], None] | None = None,
+        queue_bytes: int | None = None,
     ) -> Subscriber:
         """A new subscriber, starting empty.
 
@@ -364,7 +301,8 @@ class Hub:
         is called synchronously from :meth:`publish` whenever the queue goes
         from empty to non-empty: the moment a writer waiting for work should
         wake up; and once when the subscription is ended from outside
-        (``close(reason=...)``, :meth:`suspend`).
+        (``close(reason=...)``, :meth:`suspend`). ``queue_size`` and
+        ``queue_bytes`` bound its queue (the hub's defaults unless given).
 
         Raises :class:`HubSuspended` while the hub is suspended (see
         :meth:`suspend`).
@@ -374,9 +312,13 @@ class Hub:
         size = self._queue_size if queue_size is None else queue_size
         if size < 1:
             raise ValueError("queue_size must be at least 1")
+        bytes_bound = self._queue_bytes if queue_bytes is None else queue_bytes
+        if bytes_bound < 1:
+            raise ValueError("queue_bytes must be at least 1")
         if interest is not None and not isinstance(interest, Interest):
             raise TypeError(f"interest must be an Interest or None, not {type(interest).__name__}")
-        subscriber = Subscriber(self, interest, size, on_ready)
+        subscriber = Subscriber(self, interest, size, on_ready, bytes_bound)
+        self._totals.subscribed += 1
         self._all[subscriber] = None
         for group in self._groups_of(interest):
             group[subscriber] = None
@@ -406,6 +348,10 @@ class Hub:
             for uri in interest.resource_subscriptions:
                 if not self._by_uri[uri]:
                     del self._by_uri[uri]
+        if subscriber._awaited:
+            # A publisher waits for this queue: gone, it holds nobody up.
+            subscriber._awaited = False
+            self._room_made()
 
     def _route(self, notification: Notification) -> tuple[_Group, ...]:
         """The groups of subscribers ``notification`` reaches; they never overlap."""
@@ -435,36 +381,65 @@ class Hub:
         can share a bus with other traffic. A subscriber whose queue is full
         does not get it; its :attr:`~Subscriber.dropped` count goes up.
 
+        A notification whose message (tag byte and JSON) is larger than
+        :attr:`max_frame_size` is queued nowhere: :class:`NotificationTooLarge`
+        is raised, and the refusal counted. The notification's frame is built
+        once, here, and shared by every queue it reaches.
+
         ``on_ready`` callbacks run after every queue was filled; if one
         raises, the others still run and the first exception is re-raised.
         """
         notification = as_notification(item)
+        totals = self._totals
         if notification is None:
+            totals.ignored += 1
             return 0
-        queued = 0
+        json = notification.to_bytes()
+        payload = len(json) + 1
+        if payload > self._max_frame_size:
+            self._refuse(notification, payload)
+        frame = pack_frame_head(payload, NOTIFICATION_TAG) + json
+        size = len(frame)
+        entry = (frame, notification)
+        totals.published += 1
+        reached = 0
+        dropped = 0
         ready: list[Callable[[], None]] | None = None
         for group in self._route(notification):
+            reached += len(group)
             for subscriber in group:
                 queue = subscriber._queue
-                if len(queue) >= subscriber._queue_size:
+                if not queue:
+                    # An empty queue takes any one frame: the byte bound
+                    # never keeps a notification from a path that has room.
+                    queue.append(entry)
+                    subscriber._bytes = size
+                    if subscriber._on_ready is not None:
+                        if ready is None:
+                            ready = []
+                        ready.append(subscriber._on_ready)
+                elif (
+                    len(queue) >= subscriber._queue_size
+                    or subscriber._bytes + size > subscriber._queue_bytes
+                ):
                     subscriber._dropped += 1
-                    continue
-                queue.append(notification)
-                queued += 1
-                if len(queue) == 1 and subscriber._on_ready is not None:
-                    if ready is None:
-                        ready = []
-                    ready.append(subscriber._on_ready)
+                    dropped += 1
+                else:
+                    queue.append(entry)
+                    subscriber._bytes += size
+        if dropped:
+            totals.dropped += dropped
         if ready is not None:
             _call_all(ready)
-        return queued
+        return reached - dropped
 
-
-def _check_reason(reason: object) -> None:
-    if not isinstance(reason, str):
-        raise TypeError(f"a reason is a str, not {type(reason).__name__}")
-    if not reason:
-        raise ValueError("a reason must not be empty")
+    def _refuse(self, notification: Notification, payload: int) -> NoReturn:
+        """Count a notification too large for a frame, then raise."""
+        self._totals.refused += 1
+        for group in self._route(notification):
+            for subscriber in group:
+                subscriber._refused += 1
+        raise NotificationTooLarge(payload, self._max_frame_size)
 
 
 def _call_all(callbacks: list[Callable[[], None]]) -> None:

@@ -11,28 +11,30 @@ socket's loss. Asking for the next action means the previous one is done: a
 read holds back its own connection and nobody else's.
 
 The connection owns the :class:`ServerConnection`, the hub subscription,
-batching (at most ``max_batch`` notifications per HTTP chunk), the ask's
-deadline, the keep-alive schedule, the exchange's answer and the end of the
-path on shutdown, or when its hub is suspended (:mod:`.suspension`). Its
-states and what moves it between them are one table,
-:data:`SERVING_TRANSITIONS` (in :mod:`.serving_states`): each (state, input)
-pair is looked up there and its outcome done; a pair the table lacks is the
-adapter's mistake (:class:`LocalProtocolError`). ``now`` is a parameter:
-nothing here reads a clock or does I/O.
+batching (at most ``max_batch`` notifications and ``write_buffer`` bytes per
+``Write``: the hub's frames, shared by every path, written as they are), the
+ask's deadline, the keep-alive schedule, the exchange's answer, the end of
+the path on shutdown or when its hub is suspended (:mod:`.suspension`), the
+cut-off of a stalled path, the refusal of a connection over
+``max_connections`` and what it counts and reports (see :mod:`.counts`,
+:mod:`.reports`). Its states and what moves it between them
+are one table, :data:`~.serving_table.SERVING_TRANSITIONS`: each (state,
+input) pair is looked up there and its outcome done; a pair the table lacks
+is the adapter's mistake (:class:`LocalProtocolError`). ``now`` is a
+parameter: nothing here reads a clock or does I/O.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Generic, TypeVar, cast
+from typing import Any, Final, cast
 
 import attrs
 
 from ._errors import LocalProtocolError
 from .actions import (
     Close,
-    ExchangeHandler,
     ExchangeResult,
     RunHandler,
     ServeAction,
@@ -40,68 +42,72 @@ from .actions import (
     Write,
 )
 from .asks import Ask
-from .events import (
-    NEED_DATA,
-    AskRefused,
-    ConnectionClosed,
-    Event,
-    ExchangeAsked,
-    NotificationsAsked,
-)
-from .http import ChannelIds
+from .counts import ServingTotals
+from .events import NEED_DATA, AskRefused, Event, ExchangeAsked
+from .http import ChannelIds, refusal_response
 from .hub import Hub, HubSuspended, Subscriber
-from .mcp import ErrorCode, ErrorData
+from .mcp import ErrorData
+from .reports import (
+    ExchangeReport,
+    PathEnd,
+    PathEndedReport,
+    PathOpenedReport,
+    RefusalReport,
+    ServeReport,
+)
 from .sequence import Profile
 from .server import ServerConnection
-from .serving_states import SERVING_TRANSITIONS, ServingInput, ServingOutcome, ServingState
-from .suspension import SuspensionCounts, not_served_now, path_end
+from .serving_defaults import (
+    DEFAULT_ASK_TIMEOUT,
+    DEFAULT_BACKLOG,
+    DEFAULT_CLOSE_TIMEOUT,
+    DEFAULT_EXCHANGE_TIMEOUT,
+    DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_LINGER,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_DISCARD,
+    DEFAULT_STALL_TIMEOUT,
+    DEFAULT_WRITE_BUFFER,
+    check_positive,
+)
+from .serving_table import (
+    DONE,
+    EVENT_INPUTS,
+    EXCHANGING,
+    SERVING_TRANSITIONS,
+    SUBSCRIBED,
+    ServingInput,
+    ServingOutcome,
+    ServingState,
+)
+from .suspension import NOT_SERVED_STATUS, RETRY_AFTER, internal_error, not_served_now, path_end
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
+    "DEFAULT_BACKLOG",
     "DEFAULT_CLOSE_TIMEOUT",
+    "DEFAULT_EXCHANGE_TIMEOUT",
     "DEFAULT_KEEPALIVE_INTERVAL",
+    "DEFAULT_LINGER",
     "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_DISCARD",
+    "DEFAULT_STALL_TIMEOUT",
+    "DEFAULT_WRITE_BUFFER",
     "SERVING_TRANSITIONS",
-    "ServeSettings",
     "ServingConnection",
     "ServingInput",
     "ServingOutcome",
     "ServingState",
+    "check_positive",
 ]
 
-#: Seconds without output after which a server writes a keep-alive frame.
-DEFAULT_KEEPALIVE_INTERVAL: Final = 15.0
-#: Notifications a server writes per HTTP chunk at most.
-DEFAULT_MAX_BATCH: Final = 1024
-#: Seconds a closing server waits for its listeners to take the end of their paths.
-DEFAULT_CLOSE_TIMEOUT: Final = 5.0
-#: Seconds a server gives a new connection to complete its ask before closing it.
-DEFAULT_ASK_TIMEOUT: Final = 10.0
-
-
-def check_positive(name: str, value: float) -> None:
-    """Raise :class:`ValueError` unless ``value`` is a positive number (NaN is not)."""
-    if not value > 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
-
-
 _CLOSE: Final = Close()
-
+_ABORT: Final = Close(abort=True)
 _ASKING, _EXCHANGE, _ANSWERING, _PATH, _ENDING, _FINISHING, _CLOSED = ServingState
 _In = ServingInput
 _Out = ServingOutcome
-
-#: The input each of the server connection's events is (an exchange is one of two).
-_EVENT_INPUTS: Final[Mapping[type[Event], ServingInput]] = {
-    AskRefused: _In.ASK_REFUSED,
-    ConnectionClosed: _In.PEER_GONE,
-}
-#: The states in which nothing more is read from the peer: the answer is decided.
-_DONE: Final = frozenset({_FINISHING, _CLOSED})
-#: The states with a hub subscription.
-_SUBSCRIBED: Final = frozenset({_PATH, _ENDING})
-#: The states with an exchange waiting for its answer.
-_EXCHANGING: Final = frozenset({_EXCHANGE, _ANSWERING})
 
 
 @attrs.frozen
@@ -109,10 +115,6 @@ class _Failure:
     """What :meth:`ServingConnection.handler_failed` passes on: why the handler failed."""
 
     reason: str
-
-
-def _internal_error(message: str) -> ErrorData:
-    return ErrorData(code=int(ErrorCode.INTERNAL_ERROR), message=message)
 
 
 # --- the connection --------------------------------------------------------------------------
@@ -129,11 +131,20 @@ class ServingConnection:
 
     ``wake`` (the hub subscriber's ``on_ready``, called from ``hub.publish``
     under ``hub_lock`` if one is given) ends the adapter's :class:`WaitUntil`.
-    ``hub_lock`` serialises every call into the hub (the blocking adapter's
-    threads). ``suspension`` counts what a suspended hub made it do (the
-    server's, shared by its connections). :meth:`receive`, :meth:`take_output`,
+    ``hub_lock`` serialises every call into the hub and into ``totals`` (the
+    blocking adapter's threads). :meth:`receive`, :meth:`take_output`,
     :meth:`keepalive` and :meth:`check_ask_deadline` are the steps
     :meth:`next_action` takes.
+
+    ``busy`` (the server has ``max_connections`` already) answers 503 with
+    ``Retry-After`` without reading the ask, as does a notification ask to
+    a suspended hub (its reason the body); a path the hub ends writes its
+    queue, then that reason. After a refusal the final :class:`Close`
+    lingers ``linger`` seconds. After the ask, at most ``max_discard`` bytes
+    more are read (and discarded). ``totals`` is what the server counts into
+    (:class:`~.counts.ServingTotals`); ``report`` is called with a
+    :mod:`.reports` record, naming ``peer``, whenever an ask is refused, a
+    path opens or ends, or an exchange is answered.
     """
 
     def __init__(
@@ -149,9 +160,17 @@ class ServingConnection:
         channel_ids: ChannelIds | None = None,
         answers_exchanges: bool = False,
         queue_size: int | None = None,
+        queue_bytes: int | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
+        write_buffer: int = DEFAULT_WRITE_BUFFER,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+        linger: float = DEFAULT_LINGER,
+        max_discard: int = DEFAULT_MAX_DISCARD,
+        busy: bool = False,
+        peer: str = "",
+        totals: ServingTotals | None = None,
+        report: Callable[[ServeReport], None] | None = None,
         hub_lock: contextlib.AbstractContextManager[Any] | None = None,
-        suspension: SuspensionCounts | None = None,
     ) -> None:
         check_positive("ask_timeout", ask_timeout)
         self._hub = hub
@@ -161,7 +180,15 @@ class ServingConnection:
         self._connection = ServerConnection(token=token, profile=profile, channel_ids=channel_ids)
         self._answers_exchanges = answers_exchanges
         self._queue_size = queue_size
+        self._queue_bytes = queue_bytes
         self._max_batch = max_batch
+        self._write_buffer = write_buffer
+        self._stall_timeout = stall_timeout
+        self._linger = linger
+        self._max_discard = max_discard
+        self._peer = peer
+        self._totals = totals if totals is not None else ServingTotals()
+        self._report = report if report is not None else lambda _report: None
         self._lock: contextlib.AbstractContextManager[Any] = (
             hub_lock if hub_lock is not None else contextlib.nullcontext()
         )
@@ -173,15 +200,24 @@ class ServingConnection:
         self._eof = False
         #: The last action was a Write of the path.
         self._wrote = False
-        self._suspension = suspension if suspension is not None else SuspensionCounts()
-        #: Why the hub took no subscription (a suspended hub's reason).
-        self._refusal = ""
+        #: Bytes received after the ask.
+        self._discarded = 0
+        #: What the final next_action returns: a plain close, a lingering or an abrupt one.
+        self._final = _CLOSE
+        self._refusal = ""  # why the hub took no subscription (a suspended hub's reason)
+        #: Counted in totals.connections until the connection closes.
+        self._counted = not busy
+        if busy:
+            self._step(_In.BUSY, now)
+        else:
+            with self._lock:
+                self._totals.connections += 1
 
     # -- what the adapter reads -------------------------------------------------
 
     @property
     def state(self) -> ServingState:
-        """Where the connection is (see :data:`SERVING_TRANSITIONS`)."""
+        """Where the connection is (see :data:`~.serving_table.SERVING_TRANSITIONS`)."""
         return self._state
 
     @property
@@ -192,22 +228,22 @@ class ServingConnection:
     @property
     def path_open(self) -> bool:
         """Whether a notification path is being written."""
-        return self._state in _SUBSCRIBED
+        return self._state in SUBSCRIBED
 
     @property
     def exchange(self) -> Ask | None:
         """The exchange (kinds 0-3) waiting for its handler's answer, if any."""
-        return self._exchange if self._state in _EXCHANGING else None
+        return self._exchange if self._state in EXCHANGING else None
 
     @property
     def done(self) -> bool:
         """The answer is decided: nothing more is read, and the connection closes."""
-        return self._state in _DONE
+        return self._state in DONE
 
     @property
     def wants_read(self) -> bool:
-        """Whether the peer may still say something that matters (not after end of file)."""
-        return not self._eof and self._state not in _DONE
+        """Whether to read: not after end of file, nor past ``max_discard`` after the ask."""
+        return not self._eof and self._state not in DONE and self._discarded <= self._max_discard
 
     @property
     def ask_deadline(self) -> float | None:
@@ -225,16 +261,14 @@ class ServingConnection:
                 with self._lock:
                     more = len(self._subscriber or ())
                 if more:
-                    return WaitUntil(deadline=now, wants_read=not self._eof)
+                    return WaitUntil(deadline=now, wants_read=self.wants_read)
             out = self.take_output(now) or self.keepalive(now)
             if out:
                 self._wrote = True
                 return Write(data=out)
-            if self._state is _PATH:  # else the path ended with nothing to write: close
-                return WaitUntil(
-                    deadline=self._last_output + self._keepalive_interval,
-                    wants_read=not self._eof,
-                )
+            due = self._last_output + self._keepalive_interval
+            if self._state is _PATH:  # else the hub ended the path with nothing to write
+                return WaitUntil(deadline=due, wants_read=self.wants_read)
         if state is _ASKING:
             self.check_ask_deadline(now)
             if self._state is _ASKING:
@@ -243,7 +277,7 @@ class ServingConnection:
                     return Write(data=out)
                 return WaitUntil(deadline=self._ask_deadline, wants_read=not self._eof)
         elif state is _CLOSED:
-            return _CLOSE
+            return self._final
         # EXCHANGE, ANSWERING, ENDING, FINISHING, and ASKING past its deadline.
         out = self.take_output(now)
         if out:
@@ -255,7 +289,7 @@ class ServingConnection:
         if state is _FINISHING:
             action = self._step(_In.CLOSING, now)
             return action
-        return WaitUntil(deadline=None, wants_read=not self._eof)
+        return WaitUntil(deadline=None, wants_read=self.wants_read)
 
     def data_received(self, now: float, data: bytes) -> None:
         """Bytes read from the peer at ``now``; ``b""`` is the end of file."""
@@ -266,7 +300,7 @@ class ServingConnection:
         self._step(_In.ANSWERED, value=result)
 
     def handler_failed(self, reason: str) -> None:
-        """The exchange handler raised: answer an internal error saying ``reason``."""
+        """The handler raised or ran too long: answer an internal error saying ``reason``."""
         self._step(_In.ANSWERED, value=_Failure(reason))
 
     def shutdown(self) -> None:
@@ -282,26 +316,43 @@ class ServingConnection:
         """The socket is gone: drop the subscription; the next action is :class:`Close`."""
         self._step(_In.LOST)
 
+    def write_stalled(self, now: float) -> None:
+        """The peer took no byte of a ``Write`` for ``stall_timeout`` seconds: cut it off.
+
+        The subscription is dropped (what is queued is freed, and counted as
+        dropped), the path is counted as stalled, and the next action is
+        ``Close(abort=True)``: nothing more can be written to it.
+        """
+        self._step(_In.STALLED, now)
+
     # -- the steps ----------------------------------------------------------------
 
     def receive(self, data: bytes, now: float) -> None:
         """Bytes read from the peer; ``b""`` is the end of file."""
-        if self._state in _DONE:
+        if self._state in DONE:
             return  # the answer is written or being written: the rest is noise
         if not data:
             self._eof = True
+        elif self._state is not _ASKING:
+            # After the ask nothing the peer sends matters but its end;
+            # max_discard bounds what reading for that end may cost.
+            self._discarded += len(data)
         connection = self._connection
         connection.receive_data(data)
-        while self._state not in _DONE:
+        while self._state not in DONE:
             event = connection.next_event()
             if event is NEED_DATA:
                 break
             self._step(self._event_input(event), now, event)
-        if self._state not in _DONE:
+        if self._state not in DONE:
             self._outbox += connection.data_to_send()
 
     def take_output(self, now: float) -> bytes:
-        """Everything there is to write now (``b""`` if nothing): at most one batch of the path."""
+        """Everything there is to write now (``b""`` if nothing): at most one batch of the path.
+
+        A batch is at most ``max_batch`` notifications and ``write_buffer``
+        bytes of frames (a larger frame goes alone), as the hub built them.
+        """
         if self._state is _ENDING:
             self._step(_In.PATH_ENDS, now)
         elif self._subscriber is not None and self._subscriber.end_reason is not None:
@@ -310,9 +361,9 @@ class ServingConnection:
             subscriber = self._subscriber
             if subscriber is not None:
                 with self._lock:
-                    batch = subscriber.take(self._max_batch)
-                if batch:
-                    data = self._connection.send_notifications(batch)
+                    frames = subscriber.take_frames(self._max_batch, self._write_buffer)
+                if frames:
+                    data = self._connection.send_frames(frames)
                     if not self._outbox:
                         self._last_output = now
                         return data
@@ -342,11 +393,11 @@ class ServingConnection:
         """Which input the connection's ``event`` is."""
         if type(event) is ExchangeAsked:
             return _In.EXCHANGE_ASKED if self._answers_exchanges else _In.EXCHANGE_DECLINED
-        if type(event) is NotificationsAsked:
-            return self._subscribe()
-        what = _EVENT_INPUTS.get(type(event))
+        what = EVENT_INPUTS.get(type(event))
         if what is None:
             raise LocalProtocolError(f"a server connection does not produce {event!r}")
+        if what is _In.PATH_ASKED:
+            return self._subscribe()
         return what
 
     def _step(self, what: ServingInput, now: float = 0.0, value: object = None) -> Any:
@@ -367,17 +418,21 @@ class ServingConnection:
         with self._lock:
             try:
                 self._subscriber = self._hub.subscribe(
-                    queue_size=self._queue_size, on_ready=self._wake
+                    queue_size=self._queue_size, queue_bytes=self._queue_bytes, on_ready=self._wake
                 )
             except HubSuspended as suspended:
                 self._refusal = suspended.reason
-                self._suspension.count("refused", suspended.reason)
                 return _In.PATH_REFUSED
         return _In.PATH_ASKED
 
     def _open_path(self, now: float, value: object) -> None:
+        subscriber = self._subscriber
+        assert subscriber is not None
+        with self._lock:
+            self._totals.path_opened(subscriber)
         self._outbox += self._connection.start_path()
         self._last_output = now
+        self._report(PathOpenedReport(peer=self._peer, channel=self._channel()))
 
     def _hold(self, now: float, value: object) -> None:
         assert isinstance(value, ExchangeAsked)
@@ -385,15 +440,35 @@ class ServingConnection:
 
     def _decline(self, now: float, value: object) -> None:
         self._outbox += self._connection.decline()
-
-    def _refuse(self, now: float, value: object) -> None:
-        self._outbox += not_served_now(self._connection, self._refusal)
+        self._answered("declined")
 
     def _finish(self, now: float, value: object) -> None:
         # The peer went away (a path or an exchange has nobody to answer any
         # more), or the ask was refused: the connection says what is left.
-        self._drop(now, value)
+        self._unsubscribe(PathEnd.PEER_CLOSED)
+        self._exchange = None
         self._outbox += self._connection.data_to_send()
+        if isinstance(value, AskRefused):
+            self._refused(value.status, value.reason)
+
+    def _refuse_busy(self, now: float, value: object) -> None:
+        reason = "the server is serving as many connections as it may; try again later"
+        self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
+        self._refused(503, reason)
+
+    def _refuse_suspended(self, now: float, value: object) -> None:
+        self._outbox += not_served_now(self._connection, self._refusal)
+        with self._lock:
+            self._totals.suspended_asks += 1
+        self._refused(NOT_SERVED_STATUS, self._refusal)
+
+    def _refused(self, status: int, reason: str) -> None:
+        with self._lock:
+            self._totals.refused(status)
+        # The peer may still be sending (the rest of a large ask): closing now
+        # would reset the connection and lose the answer it was sent.
+        self._final = Close(linger=self._linger)
+        self._report(RefusalReport(peer=self._peer, status=status, reason=reason))
 
     def _run_handler(self, now: float, value: object) -> RunHandler:
         assert self._exchange is not None
@@ -404,17 +479,36 @@ class ServingConnection:
         connection = self._connection
         if value is None:
             self._outbox += connection.decline()
+            self._answered("declined")
         elif isinstance(value, ErrorData):
             self._outbox += connection.answer_error(value)
+            self._answered("error")
         elif isinstance(value, _Failure):
-            self._outbox += connection.answer_error(_internal_error(value.reason))
+            self._outbox += connection.answer_error(internal_error(value.reason))
+            with self._lock:
+                self._totals.handler_failures += 1
+            self._answered(f"internal error: {value.reason}")
         else:
             try:
                 answer = connection.answer(cast("Mapping[str, Any] | bytes", value))
+                outcome = "result"
             except (LocalProtocolError, TypeError) as error:
                 # The connection refused the result and changed nothing.
-                answer = connection.answer_error(_internal_error(f"invalid result: {error}"))
+                answer = connection.answer_error(internal_error(f"invalid result: {error}"))
+                outcome = f"internal error: invalid result: {error}"
             self._outbox += answer
+            self._answered(outcome)
+
+    def _answered(self, outcome: str) -> None:
+        with self._lock:
+            self._totals.exchanges_answered += 1
+        ask = self._connection.ask
+        exchange = ask.exchange.name.lower() if ask is not None else "exchange"
+        self._report(
+            ExchangeReport(
+                peer=self._peer, channel=self._channel(), exchange=exchange, outcome=outcome
+            )
+        )
 
     def _end_path(self, now: float, value: object) -> None:
         subscriber = self._subscriber
@@ -422,34 +516,70 @@ class ServingConnection:
         connection = self._connection
         # Whatever is queued goes out before the clean end, in batches as always.
         with self._lock:
-            batch = subscriber.take(self._max_batch)
-            rest = subscriber.take()
+            batch = subscriber.take_frames(self._max_batch, self._write_buffer)
+            rest = subscriber.take_frames()
             # Set when the hub ended the subscription: then the path ends with why.
             reason = subscriber.end_reason
             if reason is not None:
-                self._suspension.count("ended", reason)
+                self._totals.suspended_paths += 1
         if batch:
-            self._outbox += connection.send_notifications(batch)
+            self._outbox += connection.send_frames(batch)
         if rest:
-            self._outbox += connection.send_notifications(rest)
-        self._unsubscribe()
-        # The container profile allows no end after notifications: there
-        # the path ends with the connection.
+            self._outbox += connection.send_frames(rest)
+        self._unsubscribe(PathEnd.CLEAN if reason is None else PathEnd.SUSPENDED, reason)
+        # The container profile allows no end after notifications: there the
+        # path ends with the connection.
         self._outbox += path_end(connection, reason)
 
     def _close(self, now: float, value: object) -> Close:
-        return _CLOSE
+        self._release()
+        return self._final
 
     def _drop(self, now: float, value: object) -> None:
-        self._unsubscribe()
+        self._unsubscribe(PathEnd.LOST)
         self._exchange = None
+        self._release()
 
-    def _unsubscribe(self) -> None:
-        subscriber = self._subscriber
-        if subscriber is not None:
-            self._subscriber = None
+    def _cut_off(self, now: float, value: object) -> None:
+        if self._subscriber is not None:
             with self._lock:
-                subscriber.close()
+                self._totals.stalled += 1
+        self._unsubscribe(PathEnd.STALLED)
+        self._exchange = None
+        self._outbox.clear()
+        self._final = _ABORT
+        self._release()
+
+    def _release(self) -> None:
+        """The connection stops counting as one being served (once)."""
+        if self._counted:
+            self._counted = False
+            with self._lock:
+                self._totals.connections -= 1
+
+    def _unsubscribe(self, how: PathEnd, reason: str | None = None) -> None:
+        subscriber = self._subscriber
+        if subscriber is None:
+            return
+        self._subscriber = None
+        with self._lock:
+            freed = subscriber.close()
+            self._totals.path_ended(subscriber)
+        self._report(
+            PathEndedReport(
+                peer=self._peer,
+                channel=self._channel(),
+                how=how,
+                sent=subscriber.sent,
+                dropped=subscriber.dropped,
+                freed=freed,
+                stall_timeout=self._stall_timeout if how is PathEnd.STALLED else None,
+                reason=reason,
+            )
+        )
+
+    def _channel(self) -> str:
+        return self._connection.channel or ""
 
 
 _HANDLERS: Final[Mapping[ServingOutcome, Callable[[ServingConnection, float, object], Any]]] = {
@@ -457,7 +587,7 @@ _HANDLERS: Final[Mapping[ServingOutcome, Callable[[ServingConnection, float, obj
     _Out.OPEN_PATH: ServingConnection._open_path,
     _Out.HOLD: ServingConnection._hold,
     _Out.DECLINE: ServingConnection._decline,
-    _Out.REFUSE: ServingConnection._refuse,
+    _Out.REFUSE: ServingConnection._refuse_suspended,
     _Out.FINISH: ServingConnection._finish,
     _Out.SILENCE: ServingConnection._nothing,
     _Out.RUN_HANDLER: ServingConnection._run_handler,
@@ -465,73 +595,6 @@ _HANDLERS: Final[Mapping[ServingOutcome, Callable[[ServingConnection, float, obj
     _Out.END_PATH: ServingConnection._end_path,
     _Out.CLOSE: ServingConnection._close,
     _Out.DROP: ServingConnection._drop,
+    _Out.REFUSE_BUSY: ServingConnection._refuse_busy,
+    _Out.CUT_OFF: ServingConnection._cut_off,
 }
-
-
-# --- the settings ----------------------------------------------------------------------------
-
-
-def _check_positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    check_positive(attribute.name, value)
-
-
-def _check_token(_instance: object, _attribute: attrs.Attribute[Any], token: str | None) -> None:
-    # The very check each connection's ServerConnection makes, made once here
-    # (ValueError), not by every connection later.
-    ServerConnection(token=token)
-
-
-#: Any :data:`ExchangeHandler` (async adapters), or one returning its answer (blocking).
-_Handler = TypeVar("_Handler", bound=ExchangeHandler)
-
-
-@attrs.frozen(kw_only=True)
-class ServeSettings(Generic[_Handler]):
-    """The options of a serving adapter's ``Server`` (the defaults of ``serve()``), checked once.
-
-    A ``token`` the :class:`ServerConnection` refuses (it is one or more
-    visible ASCII characters), or a timeout, interval or size that is not
-    positive, is a :class:`ValueError` here. :meth:`serving_connection` makes
-    each accepted connection's driver; ``channel_ids`` mints all their channels.
-    """
-
-    token: str | None = attrs.field(default=None, validator=_check_token)
-    keepalive_interval: float = attrs.field(
-        default=DEFAULT_KEEPALIVE_INTERVAL, validator=_check_positive
-    )
-    profile: Profile = Profile.PROVIDER
-    exchange_handler: _Handler | None = None
-    queue_size: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_check_positive)
-    )
-    max_batch: int = attrs.field(default=DEFAULT_MAX_BATCH, validator=_check_positive)
-    close_timeout: float = attrs.field(default=DEFAULT_CLOSE_TIMEOUT, validator=_check_positive)
-    ask_timeout: float = attrs.field(default=DEFAULT_ASK_TIMEOUT, validator=_check_positive)
-    channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
-    #: What the server's connections did while the hub was suspended (docs/cluster.md).
-    suspension: SuspensionCounts = attrs.field(init=False, factory=SuspensionCounts, eq=False)
-
-    def serving_connection(
-        self,
-        hub: Hub,
-        *,
-        wake: Callable[[], None],
-        now: float,
-        hub_lock: contextlib.AbstractContextManager[Any] | None = None,
-    ) -> ServingConnection:
-        """The :class:`ServingConnection` of a connection accepted at ``now``; see its arguments."""
-        return ServingConnection(
-            hub,
-            wake=wake,
-            now=now,
-            ask_timeout=self.ask_timeout,
-            keepalive_interval=self.keepalive_interval,
-            token=self.token,
-            profile=self.profile,
-            channel_ids=self.channel_ids,
-            answers_exchanges=self.exchange_handler is not None,
-            queue_size=self.queue_size,
-            max_batch=self.max_batch,
-            hub_lock=hub_lock,
-            suspension=self.suspension,
-        )

@@ -6,24 +6,23 @@ the broker is lost: :meth:`~.hub.Hub.subscribe` raises
 reason (:attr:`~.hub.Subscriber.end_reason`). The serving driver
 (:mod:`.serving`) then answers a notification ask with
 :func:`not_served_now` (``503`` with ``Retry-After``) and ends each open
-path with :func:`path_end`, after what it had queued. One
-:class:`SuspensionCounts` per server counts both and calls its
-``on_count``, so that whoever runs the server can log them (nothing here
-does I/O).
+path with :func:`path_end`, after what it had queued. Both are counted in
+the server's :class:`~.counts.ServingTotals` (``asks_suspended``,
+``paths_suspended`` in its ``stats()``) and reported
+(:class:`~.reports.RefusalReport`, :class:`~.reports.PathEndedReport` with
+:attr:`~.reports.PathEnd.SUSPENDED`), so that whoever runs the server can
+log them (nothing here does I/O).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
-
-import attrs
 
 from ._errors import LocalProtocolError
 from .mcp import ErrorCode, ErrorData
 from .server import ServerConnection
 
-__all__ = ["NOT_SERVED_STATUS", "RETRY_AFTER", "SuspensionCounts", "not_served_now", "path_end"]
+__all__ = ["NOT_SERVED_STATUS", "RETRY_AFTER", "internal_error", "not_served_now", "path_end"]
 
 #: The status of an ask refused while the hub is suspended.
 NOT_SERVED_STATUS: Final = 503
@@ -31,27 +30,9 @@ NOT_SERVED_STATUS: Final = 503
 RETRY_AFTER: Final = 1
 
 
-@attrs.define
-class SuspensionCounts:
-    """How often one server met its hub's suspension; its connections count into it.
-
-    ``on_count(what, count, reason)`` is called after each count, ``what``
-    being ``"refused"`` or ``"ended"`` and ``count`` the new total (the
-    blocking server calls it under its lock).
-    """
-
-    #: Notification asks answered ``503`` because the hub was suspended.
-    refused: int = 0
-    #: Open paths ended with the hub's reason.
-    ended: int = 0
-    on_count: Callable[[str, int, str], None] | None = attrs.field(default=None, eq=False)
-
-    def count(self, what: str, reason: str) -> None:
-        """One more ask refused (``"refused"``) or path ended (``"ended"``) for ``reason``."""
-        total = getattr(self, what) + 1
-        setattr(self, what, total)
-        if self.on_count is not None:
-            self.on_count(what, total, reason)
+def internal_error(message: str) -> ErrorData:
+    """An internal-error ``ErrorData`` saying ``message`` (a path's end, a handler's failure)."""
+    return ErrorData(code=int(ErrorCode.INTERNAL_ERROR), message=message)
 
 
 def not_served_now(connection: ServerConnection, reason: str) -> bytes:
@@ -71,6 +52,6 @@ def path_end(connection: ServerConnection, reason: str | None) -> bytes:
     try:
         if reason is None:
             return connection.end_path()
-        return connection.send_error(ErrorData(code=int(ErrorCode.INTERNAL_ERROR), message=reason))
+        return connection.send_error(internal_error(reason))
     except LocalProtocolError:
         return b""

@@ -1,9 +1,8 @@
 """The serving driver's rules: its states, inputs, outcomes and transition table.
 
 :class:`~.serving.ServingConnection` looks each (state, input) pair up in
-:data:`SERVING_TRANSITIONS` and does what the outcome found there says (one
-handler per outcome, in :mod:`.serving`); a pair the table lacks is the
-adapter's mistake (:class:`~._errors.LocalProtocolError`).
+:data:`SERVING_TRANSITIONS` and does the outcome found there; a pair the
+table lacks is the adapter's mistake (:class:`~._errors.LocalProtocolError`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,18 @@ import enum
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["SERVING_TRANSITIONS", "ServingInput", "ServingOutcome", "ServingState"]
+from .events import AskRefused, ConnectionClosed, Event, NotificationsAsked
+
+__all__ = [
+    "DONE",
+    "EVENT_INPUTS",
+    "EXCHANGING",
+    "SERVING_TRANSITIONS",
+    "SUBSCRIBED",
+    "ServingInput",
+    "ServingOutcome",
+    "ServingState",
+]
 
 
 class ServingState(enum.Enum):
@@ -51,6 +61,8 @@ class ServingInput(enum.Enum):
     PATH_CUT = "next_action(), the hub ended the path's subscription"
     CLOSING = "next_action(), nothing left to write"
     LOST = "connection_lost()"
+    BUSY = "made with busy=True: the server has max_connections already"
+    STALLED = "write_stalled()"
 
 
 class ServingOutcome(enum.Enum):
@@ -58,7 +70,7 @@ class ServingOutcome(enum.Enum):
 
     NOTHING = "-"
     OPEN_PATH = "write the head (subscribed as the ask was read)"
-    REFUSE = "write 'not served now' (503, Retry-After)"
+    REFUSE = "write 'not served now' (503, Retry-After, the hub's reason)"
     HOLD = "keep the exchange for its handler"
     DECLINE = "write 'not served'"
     FINISH = "let the path or exchange go; write what the connection has left"
@@ -68,6 +80,8 @@ class ServingOutcome(enum.Enum):
     END_PATH = "write the queue, then the end (the hub's reason, if it ended the path)"
     CLOSE = "Close()"
     DROP = "unsubscribe; forget the exchange"
+    REFUSE_BUSY = "write 503 with Retry-After"
+    CUT_OFF = "unsubscribe (the queue freed); Close(abort=True)"
 
 
 _ASKING, _EXCHANGE, _ANSWERING, _PATH, _ENDING, _FINISHING, _CLOSED = ServingState
@@ -110,11 +124,34 @@ SERVING_TRANSITIONS: Final[
     (_PATH, _In.PATH_CUT): (_FINISHING, _Out.END_PATH),
     (_PATH, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    # Beyond max_connections the ask is not even read: 503, and a clean close.
+    (_ASKING, _In.BUSY): (_FINISHING, _Out.REFUSE_BUSY),
     # The end.
     (_FINISHING, _In.CLOSING): (_CLOSED, _Out.CLOSE),
     **{(state, _In.LOST): (_CLOSED, _Out.DROP) for state in ServingState},
+    # A peer that takes no byte for stall_timeout while output waits is cut
+    # off, whatever was being written: nothing more can be written to it.
+    **{
+        (state, _In.STALLED): (_CLOSED, _Out.CUT_OFF)
+        for state in ServingState
+        if state is not _CLOSED
+    },
     # Shutting down twice, or once the answer is decided, changes nothing.
     (_ENDING, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
     (_FINISHING, _In.SHUTDOWN): (_FINISHING, _Out.NOTHING),
     (_CLOSED, _In.SHUTDOWN): (_CLOSED, _Out.NOTHING),
 }
+
+#: The input each of the server connection's events is (an exchange is one of two; a
+#: notifications ask is ``PATH_REFUSED`` instead when the hub takes no subscription).
+EVENT_INPUTS: Final[Mapping[type[Event], ServingInput]] = {
+    NotificationsAsked: _In.PATH_ASKED,
+    AskRefused: _In.ASK_REFUSED,
+    ConnectionClosed: _In.PEER_GONE,
+}
+#: The states in which nothing more is read from the peer: the answer is decided.
+DONE: Final = frozenset({_FINISHING, _CLOSED})
+#: The states with a hub subscription.
+SUBSCRIBED: Final = frozenset({_PATH, _ENDING})
+#: The states with an exchange waiting for its answer.
+EXCHANGING: Final = frozenset({_EXCHANGE, _ANSWERING})

@@ -1,0 +1,208 @@
+"""``serve`` under pressure: stalled listeners beside an ordinary one.
+
+``python -m diverge_notifications serve --stdin`` runs as a subprocess. 50
+listeners ask and then never read (small receive buffers); one ordinary
+listener reads everything. 8 KB notifications are written to serve's
+standard input as fast as it takes them for ``--duration`` seconds (20 by
+default). Printed:
+
+* serve's memory (VmRSS, sampled every 0.1 s): the growth from before the
+  listeners connected to the peak, against the documented bound for so many
+  paths (docs/server.md, "Memory under pressure"), as a ratio;
+* for every stalled listener, how long after it stopped reading the server
+  cut it off (it sees a reset or an end), against ``stall_timeout + 1 s``:
+  measured from its ask, this is an upper bound of the server's own delay,
+  which starts only once the buffers between them are full;
+* what the ordinary listener received: every notification written, in order.
+
+Run: ``python bench/bench_pressure.py [--duration S] [--stalled N] [--stall-timeout S]``.
+Needs Linux (``/proc`` and ``POLLRDHUP``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from diverge_notifications.adapters import blocking, parse_url
+from diverge_notifications.sansio import NotificationReceived, ProxyConnection, StreamOpened
+from diverge_notifications.sansio.hub import DEFAULT_QUEUE_BYTES
+from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
+from diverge_notifications.sansio.serving import DEFAULT_WRITE_BUFFER
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Bytes of one notification line.
+LINE_SIZE = 8 * 1024
+#: What the transport may hold on top of one write, per path (asyncio's high-water mark).
+TRANSPORT_HIGH_WATER = 64 * 1024
+#: Per-path bookkeeping allowed on top of the buffers (objects, the channel, the task).
+PER_PATH_OVERHEAD = 64 * 1024
+#: serve's fixed allowance: standard input read ahead (4 MiB) and its lines in flight.
+FIXED_OVERHEAD = 8 * 1024 * 1024
+
+
+def documented_bound(paths: int) -> int:
+    """The most serve's memory may grow by with ``paths`` open paths (docs/server.md)."""
+    per_path = DEFAULT_QUEUE_BYTES + DEFAULT_WRITE_BUFFER + TRANSPORT_HIGH_WATER + PER_PATH_OVERHEAD
+    return FIXED_OVERHEAD + paths * per_path
+
+
+def rss(pid: int) -> int:
+    """Resident memory of ``pid`` in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def line(index: int) -> bytes:
+    head = (
+        b'{"method":"notifications/progress","params":{"progressToken":"b","progress":%d,"p":"'
+        % (index)
+    )
+    tail = b'"}}\n'
+    return head + b"x" * (LINE_SIZE - len(head) - len(tail)) + tail
+
+
+class Stalled:
+    """A listener that asks and never reads; notes when the server cut it off."""
+
+    def __init__(self, url: str) -> None:
+        endpoint = parse_url(url)
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.connect((endpoint.host, endpoint.port))
+        self.sock.sendall(ProxyConnection(endpoint.authority).data_to_send())
+        self.asked = time.monotonic()
+        self.cut: float | None = None
+
+
+def watch(stalled: list[Stalled], stop: threading.Event) -> None:
+    """Note when each stalled listener's connection is reset or ended by the server."""
+    poller = select.poll()
+    by_fd = {}
+    for peer in stalled:
+        poller.register(peer.sock, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+        by_fd[peer.sock.fileno()] = peer
+    ended = select.POLLRDHUP | select.POLLHUP | select.POLLERR
+    while not stop.is_set() and any(peer.cut is None for peer in stalled):
+        for fd, flags in poller.poll(100):
+            peer = by_fd[fd]
+            if flags & ended and peer.cut is None:
+                peer.cut = time.monotonic()
+                poller.unregister(fd)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--stalled", type=int, default=50)
+    parser.add_argument("--stall-timeout", type=float, default=5.0)
+    args = parser.parse_args()
+
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "diverge_notifications", "serve", "--stdin", "--port", "0",
+         "--stall-timeout", str(args.stall_timeout)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )  # fmt: skip
+    assert serve.stdin is not None and serve.stderr is not None
+    first = serve.stderr.readline().decode()
+    url = first.split("serving on ", 1)[1].strip()
+    errors: list[bytes] = []
+    threading.Thread(target=lambda: errors.extend(serve.stderr or ()), daemon=True).start()
+    time.sleep(0.5)
+    baseline = rss(serve.pid)
+
+    received: list[int] = []
+    listener = blocking.listen(
+        url, events=True, policy=ProxyPolicy(require_exchange=False, backoff=Backoff(base=0.05))
+    )
+    opened = threading.Event()
+
+    def read() -> None:
+        for item in listener:
+            if isinstance(item, NotificationReceived):
+                params = item.notification.params or {}
+                received.append(int(params["progress"]))
+            elif isinstance(item, StreamOpened):
+                opened.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert opened.wait(10), "the ordinary listener did not get a path"
+    stalled = [Stalled(url) for _ in range(args.stalled)]
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch, args=(stalled, stop), daemon=True)
+    watcher.start()
+
+    peak = baseline
+    written = 0
+    writing_done = threading.Event()
+
+    def write() -> None:
+        nonlocal written
+        deadline = time.monotonic() + args.duration
+        assert serve.stdin is not None
+        while time.monotonic() < deadline:
+            serve.stdin.write(b"".join(line(written + i) for i in range(16)))
+            written += 16
+        serve.stdin.flush()
+        writing_done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    while not writing_done.is_set():
+        peak = max(peak, rss(serve.pid))
+        time.sleep(0.1)
+    settle = time.monotonic() + 30
+    while len(received) < written and time.monotonic() < settle:
+        peak = max(peak, rss(serve.pid))
+        time.sleep(0.1)
+    stop.set()
+    watcher.join()
+    listener.close()
+    serve.send_signal(signal.SIGINT)
+    serve.wait(30)
+    for peer in stalled:
+        peer.sock.close()
+
+    bound = documented_bound(args.stalled + 1)
+    growth = peak - baseline
+    print(f"serve --stdin, {args.stalled} stalled listeners + 1 reading, {LINE_SIZE} B lines,")
+    print(f"written for {args.duration:g} s, --stall-timeout {args.stall_timeout:g}")
+    print()
+    print(f"{'memory':<28}{'MiB':>10}")
+    print(f"{'  before the listeners':<28}{baseline / 2**20:>10.1f}")
+    print(f"{'  peak':<28}{peak / 2**20:>10.1f}")
+    print(f"{'  growth':<28}{growth / 2**20:>10.1f}")
+    print(f"{'  documented bound':<28}{bound / 2**20:>10.1f}")
+    print(f"{'  growth / bound':<28}{growth / bound:>10.2f}")
+    print()
+    delays = [peer.cut - peer.asked for peer in stalled if peer.cut is not None]
+    limit = args.stall_timeout + 1.0
+    print(f"stalled listeners cut off: {len(delays)} of {len(stalled)}")
+    if delays:
+        print(f"  from the ask to the cut: min {min(delays):.2f} s, max {max(delays):.2f} s")
+        print(f"  stall_timeout + 1 s = {limit:.2f} s; max / limit = {max(delays) / limit:.2f}")
+    print()
+    in_order = received == list(range(len(received)))
+    print(f"ordinary listener: {len(received)} of {written} received, in order: {in_order}")
+    summary = [text.decode().strip() for text in errors if text.startswith(b"served ")]
+    if summary:
+        print(f"serve's summary: {summary[-1]}")
+    ok = growth <= bound and len(delays) == len(stalled) and max(delays, default=0) <= limit
+    ok = ok and in_order and len(received) == written
+    print("PASS" if ok else "FAIL")
+
+
+if __name__ == "__main__":
+    main()
