@@ -137,7 +137,7 @@ DIAGRAMS: list[Diagram] = [
     ),
     Diagram(
         "ServingConnection: one accepted connection of a server",
-        _places("SERVING_TRANSITIONS", "serving"),
+        _places("SERVING_TRANSITIONS", "serving_table", "serving"),
     ),
     Diagram(
         "ExchangeDriver: one exchange of a proxy",

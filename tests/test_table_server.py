@@ -3,7 +3,7 @@
 The generic harness (tests/table_harness.py) brings a fresh connection to
 every state its profile's table reaches and applies every input there: the
 four that arrive from the peer (a kind-4 ask, a kind 0-3 ask, an invalid
-request, the end of file) and the seven writes. A pair in the table must
+request, the end of file) and the eight writes. A pair in the table must
 move the connection to the table's next state and have its outcome's
 effect, checked here from outside against the public encoders: the bytes
 written, the events produced, the bytes queued. A pair the table lacks must
@@ -40,7 +40,7 @@ from diverge_notifications.sansio.events import (
     NotificationsAsked,
 )
 from diverge_notifications.sansio.framing import KEEPALIVE_FRAME
-from diverge_notifications.sansio.http import LAST_CHUNK, answer_head, chunk
+from diverge_notifications.sansio.http import LAST_CHUNK, answer_head, chunk, refusal_response
 from diverge_notifications.sansio.messages import NOTIFICATION_TAG_BYTE, NotificationLike
 from diverge_notifications.sansio.server import (
     SERVER_TRANSITIONS_BY_PROFILE,
@@ -54,6 +54,7 @@ PROGRESS = Notification("notifications/progress", {"progressToken": 1, "progress
 BOOM = ErrorData(code=-32603, message="upstream went away")
 CALL = Ask(exchange=Exchange.CALL_TOOL, params={"name": "echo", "arguments": {}})
 RESULT = b'{"ok":true}'
+BUSY = "the broker is lost"
 
 
 def request(body: bytes) -> bytes:
@@ -108,6 +109,7 @@ INPUTS: dict[ServerInput, Callable[[ServerConnection], bytes]] = {
     ServerInput.END: lambda c: c.end_path(),
     ServerInput.DECLINE: lambda c: c.decline(),
     ServerInput.ANSWER: lambda c: c.answer(RESULT),
+    ServerInput.REFUSE: lambda c: c.refuse(503, BUSY, headers=[("Retry-After", "1")]),
 }
 READ_INPUTS = {
     ServerInput.NOTIFICATIONS_ASK,
@@ -162,6 +164,7 @@ WRITTEN: dict[ServerOutcome, bytes] = {
     # Either ask may be declined: the head names the exchange asked for.
     ServerOutcome.HEAD_AND_END: b"",
     ServerOutcome.ANSWER: CALL_HEAD + frame_chunk(NOTIFICATION_TAG_BYTE + RESULT) + LAST_CHUNK,
+    ServerOutcome.REFUSAL: refusal_response(503, BUSY, extra=[("Retry-After", "1")]),
 }
 
 #: The events each outcome produces, before the ConnectionClosed of a final state.

@@ -52,6 +52,8 @@ REFUSED_ASK = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 #: What each input the peer's bytes produce is fed as, while an ask is read.
 FED: dict[ServingInput, bytes] = {
     In.PATH_ASKED: NOTIFICATIONS_ASK,
+    # Fed while the hub is suspended.
+    In.PATH_REFUSED: NOTIFICATIONS_ASK,
     In.EXCHANGE_ASKED: EXCHANGE_ASK,
     In.EXCHANGE_DECLINED: EXCHANGE_ASK,
     In.ASK_REFUSED: REFUSED_ASK,
@@ -66,6 +68,8 @@ READING = frozenset(
     }
 )
 NOW = 50.0
+#: The reason the hub is suspended with, where an input needs it suspended.
+SUSPENDED = "Redis broker redis://127.0.0.1:1 channel 'c': connection lost"
 #: The table as the module defines it, kept before any test changes the module's.
 ORIGINAL = dict(SERVING_TRANSITIONS)
 
@@ -127,6 +131,8 @@ def _call(served: Served, what: ServingInput) -> object:
     state = serving.state
     if what in FED and state is ServingState.ASKING:
         serving._answers_exchanges = what is In.EXCHANGE_ASKED
+        if what is In.PATH_REFUSED:
+            served.hub.suspend(SUSPENDED)
         serving.data_received(NOW, FED[what])
     elif what is In.PEER_GONE and state in READING:
         serving.data_received(NOW, b"")
@@ -136,6 +142,10 @@ def _call(served: Served, what: ServingInput) -> object:
         serving.handler_answered({"tools": []})
     elif what is In.SHUTDOWN:
         serving.shutdown()
+    elif what is In.PATH_CUT and state is ServingState.PATH:
+        # The hub ends the subscription with its reason; the next output ends the path.
+        served.hub.suspend(SUSPENDED)
+        serving._outbox += serving.take_output(NOW)
     elif what is In.LOST:
         serving.connection_lost()
     elif what is In.STALLED:
@@ -177,7 +187,7 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
     if outcome is Out.FINISH and added.startswith(b"HTTP/1.1 4"):
         # A refused ask's close lingers, so that the peer reads its refusal.
         assert after.final == Close(linger=2.0)
-    elif outcome not in (Out.REFUSE_BUSY, Out.CUT_OFF):
+    elif outcome not in (Out.REFUSE_BUSY, Out.REFUSE, Out.CUT_OFF):
         assert after.final == before.final
     if outcome in (Out.NOTHING, Out.SILENCE, Out.RUN_HANDLER, Out.CLOSE):
         assert (added, after.subscribers, after.exchange) == (
@@ -195,9 +205,15 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
         assert after.subscribers == 0 and after.exchange is None
     elif outcome is Out.ANSWER:
         assert b'{"tools":[]}' in added and after.exchange is None
+    elif outcome is Out.REFUSE:
+        assert added.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+        assert b"\r\nRetry-After: 1\r\n" in added and SUSPENDED.encode() in added
+        assert after.subscribers == 0 and after.final == Close(linger=2.0)
     elif outcome is Out.END_PATH:
         assert added.endswith(b"0\r\n\r\n") and after.subscribers == 0
         assert b"notifications/tools/list_changed" in added  # the queue went out first
+        # Ended by the hub: its reason is the error message before the end.
+        assert (SUSPENDED.encode() in added) is (step.input is In.PATH_CUT)
     elif outcome is Out.REFUSE_BUSY:
         assert added.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in added
         assert after.final == Close(linger=2.0)

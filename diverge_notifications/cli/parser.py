@@ -251,6 +251,25 @@ def _ask_command(commands: Any) -> None:
     ask.add_argument("--token", help="bearer token to send with the ask")
 
 
+def _redis_options(serve: argparse.ArgumentParser) -> None:
+    from ..cluster import DEFAULT_CHANNEL
+
+    replicas = serve.add_argument_group(
+        "replicas", "share one notification stream with other replicas (the 'redis' extra)"
+    )
+    replicas.add_argument(
+        "--redis",
+        metavar="URL",
+        help="publish through Redis (or Valkey) pub/sub at URL and serve what comes back "
+        "(redis://, rediss://, unix://)",
+    )
+    replicas.add_argument(
+        "--redis-channel",
+        metavar="NAME",
+        help=f"the pub/sub channel the replicas share ({DEFAULT_CHANNEL}); needs --redis",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m diverge_notifications``."""
     parser = _Parser(
@@ -319,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LEVEL",
         help="log level to ask the relayed MCP server for (debug ... emergency; default debug)",
     )
+    _redis_options(serve)
 
     listen = commands.add_parser(
         "listen",

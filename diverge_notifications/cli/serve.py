@@ -8,10 +8,12 @@ so every listener that keeps reading gets every line (a stalled one is cut
 off after ``--stall-timeout``). With ``--mcp-config``, ``--mcp-stdio`` or
 ``--mcp-url`` the relay (:mod:`.relay`, the ``mcp`` extra) publishes the MCP
 servers' notifications and answers the exchanges of kinds 0-3 by forwarding
-them. SIGINT or SIGTERM ends every open path cleanly. Each path's end is one
-line on standard error, ``path <channel> ended (<how>): <sent> sent,
-<dropped> dropped``, and the server's counts are the last line. The token
-comes from ``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
+them. With ``--redis`` every source publishes through Redis pub/sub, whose
+stream other replicas share (:mod:`.cluster`); standard input then waits for
+the broker instead. SIGINT or SIGTERM ends every open path cleanly. Each
+path's end is one line on standard error, ``path <channel> ended (<how>):
+<sent> sent, <dropped> dropped``, and the server's counts are the last line.
+The token comes from ``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
 (:func:`~.parser.resolve_token`); with ``--certfile`` the server speaks TLS.
 """
 
@@ -23,13 +25,16 @@ import contextlib
 import os
 import ssl
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from ..cluster import NotificationTooLarge as TooLargeForBroker
 from ..sansio import FrameError, Hub, Notification
 from ..sansio.counts import ServerStats
 from ..sansio.hub import NotificationTooLarge
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
 from ..sansio.reports import PathEndedReport, ServeReport
+from .cluster import redis_problem, replica_for
 from .output import say
 from .parser import resolve_token, serve_tls_context
 from .relay import MCP_MISSING_MESSAGE, RelayFailed, make_relay, relay_stopped, relay_wanted
@@ -68,7 +73,14 @@ def _parse_line(number: int, line: bytes | None) -> Notification | None:
 _Lines = tuple[list[tuple[int, bytes | None]], int]
 
 
-async def _publish_lines(server: Any, lines: asyncio.Queue[_Lines | None], budget: _Budget) -> None:
+#: Publishes one notification, waiting for room (``server.publish(..., wait=True)``, or
+#: the broker's with ``--redis``).
+_Publish = Callable[[Notification], Awaitable[object]]
+
+
+async def _publish_lines(
+    publish: _Publish, lines: asyncio.Queue[_Lines | None], budget: _Budget
+) -> None:
     """Publish what the reading thread hands over, waiting for room: no listener that reads loses.
 
     After each read's worth of lines the paths get a turn: the source never
@@ -82,8 +94,8 @@ async def _publish_lines(server: Any, lines: asyncio.Queue[_Lines | None], budge
                 if notification is None:
                     continue
                 try:
-                    await server.publish(notification, wait=True)
-                except NotificationTooLarge as error:
+                    await publish(notification)
+                except (NotificationTooLarge, TooLargeForBroker) as error:
                     say(f"line {number}: {error}, skipped")
         finally:
             budget.release(size)
@@ -180,10 +192,19 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
     from ..adapters.asyncio import serve
 
     hub = Hub(queue_size=args.queue_size, queue_bytes=args.queue_bytes)
-    # Made before anything listens: a server that cannot be relayed costs no port.
-    relay = make_relay(args, hub)
     # The TLS context is passed only when there is one (``serve --certfile``).
     tls_options: dict[str, Any] = {} if tls is None else {"ssl": tls}
+    replica = replica_for(args, hub)  # serve --redis: a broker feeds the hub (cli/cluster.py)
+    # What the sources publish into: the hub, or with --redis the broker's inlet.
+    source = hub if replica is None else replica.inlet
+    # Made before anything listens: a server that cannot be relayed costs no port.
+    relay = make_relay(args, source)
+
+    def on_report(report: ServeReport) -> None:
+        _report_path_end(report)
+        if replica is not None:
+            replica.report(report)
+
     try:
         server = await serve(
             hub,
@@ -195,7 +216,7 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
             stall_timeout=args.stall_timeout,
             max_connections=args.max_connections,
             backlog=args.backlog,
-            on_report=_report_path_end,
+            on_report=on_report,
             **tls_options,
         )
     except OSError as error:
@@ -211,10 +232,18 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
     feeding: asyncio.Task[None] | None = None
     try:
         say(f"serving on {server.url}")
+        if replica is not None:
+            await replica.start(server)
         if args.stdin:
             lines: asyncio.Queue[_Lines | None] = asyncio.Queue()
             budget = _read_stdin(loop, lines)
-            feeding = asyncio.create_task(_publish_lines(server, lines, budget))
+            # With --redis a line waits for the broker, else for the paths' room.
+            publish: _Publish = (
+                replica.publish
+                if replica is not None
+                else lambda notification: server.publish(notification, wait=True)
+            )
+            feeding = asyncio.create_task(_publish_lines(publish, lines, budget))
         if relay is not None:
             bridge = asyncio.create_task(relay.run())
             bridge.add_done_callback(lambda _task: stop.set())
@@ -230,6 +259,8 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await server.close()
+        if replica is not None:
+            await replica.close()
         say(_summary(server.stats()))
     return status
 
@@ -238,6 +269,10 @@ def run_serve(args: argparse.Namespace) -> int:
     """Run ``serve`` with its parsed arguments; return the exit status."""
     if relay_wanted(args) and not mcp_available():
         say(MCP_MISSING_MESSAGE)
+        return EXIT_USAGE
+    problem = redis_problem(args)
+    if problem is not None:
+        say(problem)
         return EXIT_USAGE
     try:
         token = resolve_token(args, listening=False)

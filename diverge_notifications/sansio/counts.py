@@ -81,7 +81,8 @@ class ServerStats:
     paths_served: int
     #: Exchanges (kinds 0-3) answered, declines and internal errors included.
     exchanges_answered: int
-    #: Asks refused, by HTTP status (``503`` counts the connections over ``max_connections``).
+    #: Asks refused, by HTTP status (``503`` counts the connections over
+    #: ``max_connections`` and the asks refused while the hub is suspended).
     refusals: Mapping[int, int]
     #: Notifications written to paths.
     notifications_sent: int
@@ -91,6 +92,10 @@ class ServerStats:
     paths_stalled: int
     #: Exchange handlers that raised or ran past ``exchange_timeout``.
     handler_failures: int
+    #: Notification asks answered ``503`` because the hub was suspended (its broker lost).
+    asks_suspended: int
+    #: Paths the hub ended with its reason when it was suspended (its broker lost).
+    paths_suspended: int
 
 
 class ServingTotals:
@@ -111,6 +116,8 @@ class ServingTotals:
         "refusals",
         "sent",
         "stalled",
+        "suspended_asks",
+        "suspended_paths",
     )
 
     def __init__(self) -> None:
@@ -122,6 +129,8 @@ class ServingTotals:
         self.dropped = 0
         self.stalled = 0
         self.handler_failures = 0
+        self.suspended_asks = 0
+        self.suspended_paths = 0
         self.paths: dict[Subscriber, None] = {}
 
     def path_opened(self, subscriber: Subscriber) -> None:
@@ -154,4 +163,6 @@ class ServingTotals:
             notifications_dropped=self.dropped + sum(path.dropped for path in paths),
             paths_stalled=self.stalled,
             handler_failures=self.handler_failures,
+            asks_suspended=self.suspended_asks,
+            paths_suspended=self.suspended_paths,
         )

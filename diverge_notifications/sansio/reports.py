@@ -36,6 +36,9 @@ class PathEnd(enum.Enum):
     STALLED = "stalled"
     #: The connection failed (a reset, a broken pipe), or the server gave up on it.
     LOST = "lost"
+    #: The hub ended it (suspended: the broker that feeds it is lost): what was
+    #: queued went out, then the hub's reason, as an error where the profile allows one.
+    SUSPENDED = "broker lost"
 
 
 @attrs.frozen(kw_only=True)
@@ -62,7 +65,8 @@ class PathEndedReport:
     ``sent``: notifications written to it; ``dropped``: notifications that
     reached it and were not sent (its queue was full, or they were still
     queued at its end: ``freed`` of them); ``stall_timeout`` is set when it
-    was cut off as stalled.
+    was cut off as stalled; ``reason`` is the hub's reason when the hub ended
+    it (:attr:`PathEnd.SUSPENDED`).
     """
 
     peer: str
@@ -72,6 +76,7 @@ class PathEndedReport:
     dropped: int
     freed: int
     stall_timeout: float | None = None
+    reason: str | None = None
 
 
 @attrs.frozen(kw_only=True)

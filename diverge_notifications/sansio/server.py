@@ -36,6 +36,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
+import h11
+
 from ._errors import LocalProtocolError
 from ._json import JsonError, dumps, parse
 from .ask_reader import AskReader, Refusal
@@ -151,7 +153,7 @@ class ServerConnection:
     After :class:`NotificationsAsked` write the path with :meth:`start_path`,
     :meth:`send_notification`, :meth:`send_notifications`,
     :meth:`send_keepalive`, and end it with :meth:`end_path` or
-    :meth:`send_error` (or :meth:`decline` it); after :class:`ExchangeAsked`
+    :meth:`send_error` (or :meth:`decline` or :meth:`refuse` it); after :class:`ExchangeAsked`
     call :meth:`answer`, :meth:`answer_error` or :meth:`decline`. Each write
     returns the bytes to send.
 
@@ -401,6 +403,17 @@ class ServerConnection:
         _check_payload(json, self._max_frame_size)
         return answer_head(self._location()) + _chunk_of_one(answer.tag, json) + LAST_CHUNK
 
+    def _refusal(self, refusal: Refusal) -> bytes:
+        status, reason, extra = refusal.status, refusal.reason, refusal.extra
+        if type(status) is not int or not 400 <= status <= 599 or not isinstance(reason, str):
+            raise LocalProtocolError("a refusal is a 4xx or 5xx status and a str reason")
+        try:
+            # The extra headers are checked as h11 checks a response's.
+            h11.Response(status_code=status, headers=list(extra))
+        except (h11.LocalProtocolError, TypeError, ValueError) as error:
+            raise LocalProtocolError(f"unusable refusal headers: {error}") from None
+        return refusal_response(status, reason, extra=extra)
+
     def _location(self) -> str:
         assert self._ask is not None and self._channel is not None
         return f"/mcp/{self._ask.exchange.name.lower()}/{self._channel}"
@@ -521,6 +534,16 @@ class ServerConnection:
         """Not served: the 200 head (unless already written) and a clean, empty end."""
         return self._apply(ServerInput.DECLINE)
 
+    def refuse(self, status: int, reason: str, *, headers: Iterable[tuple[str, str]] = ()) -> bytes:
+        """Not served now, after :class:`NotificationsAsked`: an error response, then close.
+
+        ``status`` is 4xx or 5xx (a server whose hub is suspended answers
+        ``503`` with ``Retry-After``); ``reason`` is the plain-text body;
+        ``headers`` are added to the usual ones. Raises
+        :class:`LocalProtocolError` for anything else, or once the path is open.
+        """
+        return self._apply(ServerInput.REFUSE, Refusal(status, reason, tuple(headers)))
+
     def answer(self, result: Mapping[str, Any] | bytes) -> bytes:
         """Answer a kind 0-3 ask: the 200 head, ``[0][result]`` and the clean end.
 
@@ -558,4 +581,5 @@ _EFFECTS: Final[Mapping[ServerOutcome, Callable[[ServerConnection, Any], bytes]]
     _O.END: ServerConnection._end,
     _O.HEAD_AND_END: ServerConnection._head_and_end,
     _O.ANSWER: ServerConnection._answer,
+    _O.REFUSAL: ServerConnection._refusal,
 }

@@ -45,7 +45,7 @@ class ServerState(enum.Enum):
     PATH_NOTIFYING = "path notifying"
     #: The answer is complete (clean end written); close the connection.
     DONE = "done"
-    #: The ask was refused; the error response is queued; close the connection.
+    #: The ask was refused (the error response queued, or returned by ``refuse()``); close.
     REFUSED = "refused"
     #: The peer closed the connection before asking.
     CLOSED = "closed"
@@ -65,6 +65,7 @@ class ServerInput(enum.Enum):
     END = "end_path"
     DECLINE = "decline"
     ANSWER = "answer / answer_error"
+    REFUSE = "refuse"
 
 
 class ServerOutcome(enum.Enum):
@@ -81,6 +82,7 @@ class ServerOutcome(enum.Enum):
     END = "clean end"
     HEAD_AND_END = "200 head + clean end (not served)"
     ANSWER = "200 head + one frame + clean end"
+    REFUSAL = "error response (not served now)"
 
 
 _S = ServerState
@@ -125,6 +127,8 @@ def _server_table(profile: Profile) -> _ServerTable:
         (_S.AWAITING_ASK, _I.INVALID_ASK): (_S.REFUSED, _O.REFUSED),
         (_S.AWAITING_ASK, _I.PEER_CLOSED): (_S.CLOSED, _O.CLOSED),
         (_S.NOTIFICATIONS_ASKED, _I.START_PATH): (_S.PATH_OPEN, _O.HEAD),
+        # A valid ask the server cannot serve now (its hub is suspended): an error response.
+        (_S.NOTIFICATIONS_ASKED, _I.REFUSE): (_S.REFUSED, _O.REFUSAL),
     }
     if allows(profile, None, Part.FINISH):
         # Declining is the finish with nothing before it: not served.

@@ -14,9 +14,10 @@ The connection owns the :class:`ServerConnection`, the hub subscription,
 batching (at most ``max_batch`` notifications and ``write_buffer`` bytes per
 ``Write``: the hub's frames, shared by every path, written as they are), the
 ask's deadline, the keep-alive schedule, the exchange's answer, the end of
-the path on shutdown, the cut-off of a stalled path, the refusal of a
-connection over ``max_connections`` and what it counts and reports (see
-:mod:`.counts`, :mod:`.reports`). Its states and what moves it between them
+the path on shutdown or when its hub is suspended (:mod:`.suspension`), the
+cut-off of a stalled path, the refusal of a connection over
+``max_connections`` and what it counts and reports (see :mod:`.counts`,
+:mod:`.reports`). Its states and what moves it between them
 are one table, :data:`~.serving_table.SERVING_TRANSITIONS`: each (state,
 input) pair is looked up there and its outcome done; a pair the table lacks
 is the adapter's mistake (:class:`LocalProtocolError`). ``now`` is a
@@ -44,8 +45,8 @@ from .asks import Ask
 from .counts import ServingTotals
 from .events import NEED_DATA, AskRefused, Event, ExchangeAsked
 from .http import ChannelIds, refusal_response
-from .hub import Hub, Subscriber
-from .mcp import ErrorCode, ErrorData
+from .hub import Hub, HubSuspended, Subscriber
+from .mcp import ErrorData
 from .reports import (
     ExchangeReport,
     PathEnd,
@@ -80,6 +81,7 @@ from .serving_table import (
     ServingOutcome,
     ServingState,
 )
+from .suspension import NOT_SERVED_STATUS, RETRY_AFTER, internal_error, not_served_now, path_end
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",
@@ -101,8 +103,6 @@ __all__ = [
     "check_positive",
 ]
 
-#: Seconds a busy server tells a refused client to wait.
-_RETRY_AFTER: Final = "1"
 _CLOSE: Final = Close()
 _ABORT: Final = Close(abort=True)
 _ASKING, _EXCHANGE, _ANSWERING, _PATH, _ENDING, _FINISHING, _CLOSED = ServingState
@@ -110,19 +110,11 @@ _In = ServingInput
 _Out = ServingOutcome
 
 
-def _no_report(report: ServeReport) -> None:
-    pass
-
-
 @attrs.frozen
 class _Failure:
     """What :meth:`ServingConnection.handler_failed` passes on: why the handler failed."""
 
     reason: str
-
-
-def _internal_error(message: str) -> ErrorData:
-    return ErrorData(code=int(ErrorCode.INTERNAL_ERROR), message=message)
 
 
 # --- the connection --------------------------------------------------------------------------
@@ -145,12 +137,14 @@ class ServingConnection:
     :meth:`next_action` takes.
 
     ``busy`` (the server has ``max_connections`` already) answers 503 with
-    ``Retry-After`` without reading the ask. After a refusal the final
-    :class:`Close` lingers ``linger`` seconds. After the ask, at most
-    ``max_discard`` bytes more are read (and discarded). ``totals`` is what
-    the server counts into (:class:`~.counts.ServingTotals`); ``report`` is
-    called with a :mod:`.reports` record, naming ``peer``, whenever an ask is
-    refused, a path opens or ends, or an exchange is answered.
+    ``Retry-After`` without reading the ask, as does a notification ask to
+    a suspended hub (its reason the body); a path the hub ends writes its
+    queue, then that reason. After a refusal the final :class:`Close`
+    lingers ``linger`` seconds. After the ask, at most ``max_discard`` bytes
+    more are read (and discarded). ``totals`` is what the server counts into
+    (:class:`~.counts.ServingTotals`); ``report`` is called with a
+    :mod:`.reports` record, naming ``peer``, whenever an ask is refused, a
+    path opens or ends, or an exchange is answered.
     """
 
     def __init__(
@@ -194,7 +188,7 @@ class ServingConnection:
         self._max_discard = max_discard
         self._peer = peer
         self._totals = totals if totals is not None else ServingTotals()
-        self._report = report if report is not None else _no_report
+        self._report = report if report is not None else lambda _report: None
         self._lock: contextlib.AbstractContextManager[Any] = (
             hub_lock if hub_lock is not None else contextlib.nullcontext()
         )
@@ -210,6 +204,7 @@ class ServingConnection:
         self._discarded = 0
         #: What the final next_action returns: a plain close, a lingering or an abrupt one.
         self._final = _CLOSE
+        self._refusal = ""  # why the hub took no subscription (a suspended hub's reason)
         #: Counted in totals.connections until the connection closes.
         self._counted = not busy
         if busy:
@@ -271,9 +266,9 @@ class ServingConnection:
             if out:
                 self._wrote = True
                 return Write(data=out)
-            return WaitUntil(
-                deadline=self._last_output + self._keepalive_interval, wants_read=self.wants_read
-            )
+            due = self._last_output + self._keepalive_interval
+            if self._state is _PATH:  # else the hub ended the path with nothing to write
+                return WaitUntil(deadline=due, wants_read=self.wants_read)
         if state is _ASKING:
             self.check_ask_deadline(now)
             if self._state is _ASKING:
@@ -360,6 +355,8 @@ class ServingConnection:
         """
         if self._state is _ENDING:
             self._step(_In.PATH_ENDS, now)
+        elif self._subscriber is not None and self._subscriber.end_reason is not None:
+            self._step(_In.PATH_CUT, now)  # the hub ended it: what it queued, then why
         else:
             subscriber = self._subscriber
             if subscriber is not None:
@@ -399,6 +396,8 @@ class ServingConnection:
         what = EVENT_INPUTS.get(type(event))
         if what is None:
             raise LocalProtocolError(f"a server connection does not produce {event!r}")
+        if what is _In.PATH_ASKED:
+            return self._subscribe()
         return what
 
     def _step(self, what: ServingInput, now: float = 0.0, value: object = None) -> Any:
@@ -414,11 +413,22 @@ class ServingConnection:
     def _nothing(self, now: float, value: object) -> None:
         pass
 
-    def _open_path(self, now: float, value: object) -> None:
+    def _subscribe(self) -> ServingInput:
+        """A notification ask: subscribed (a path), or refused by a suspended hub."""
         with self._lock:
-            self._subscriber = subscriber = self._hub.subscribe(
-                queue_size=self._queue_size, queue_bytes=self._queue_bytes, on_ready=self._wake
-            )
+            try:
+                self._subscriber = self._hub.subscribe(
+                    queue_size=self._queue_size, queue_bytes=self._queue_bytes, on_ready=self._wake
+                )
+            except HubSuspended as suspended:
+                self._refusal = suspended.reason
+                return _In.PATH_REFUSED
+        return _In.PATH_ASKED
+
+    def _open_path(self, now: float, value: object) -> None:
+        subscriber = self._subscriber
+        assert subscriber is not None
+        with self._lock:
             self._totals.path_opened(subscriber)
         self._outbox += self._connection.start_path()
         self._last_output = now
@@ -443,8 +453,14 @@ class ServingConnection:
 
     def _refuse_busy(self, now: float, value: object) -> None:
         reason = "the server is serving as many connections as it may; try again later"
-        self._outbox += refusal_response(503, reason, extra=[("Retry-After", _RETRY_AFTER)])
+        self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
         self._refused(503, reason)
+
+    def _refuse_suspended(self, now: float, value: object) -> None:
+        self._outbox += not_served_now(self._connection, self._refusal)
+        with self._lock:
+            self._totals.suspended_asks += 1
+        self._refused(NOT_SERVED_STATUS, self._refusal)
 
     def _refused(self, status: int, reason: str) -> None:
         with self._lock:
@@ -468,7 +484,7 @@ class ServingConnection:
             self._outbox += connection.answer_error(value)
             self._answered("error")
         elif isinstance(value, _Failure):
-            self._outbox += connection.answer_error(_internal_error(value.reason))
+            self._outbox += connection.answer_error(internal_error(value.reason))
             with self._lock:
                 self._totals.handler_failures += 1
             self._answered(f"internal error: {value.reason}")
@@ -478,7 +494,7 @@ class ServingConnection:
                 outcome = "result"
             except (LocalProtocolError, TypeError) as error:
                 # The connection refused the result and changed nothing.
-                answer = connection.answer_error(_internal_error(f"invalid result: {error}"))
+                answer = connection.answer_error(internal_error(f"invalid result: {error}"))
                 outcome = f"internal error: invalid result: {error}"
             self._outbox += answer
             self._answered(outcome)
@@ -502,15 +518,18 @@ class ServingConnection:
         with self._lock:
             batch = subscriber.take_frames(self._max_batch, self._write_buffer)
             rest = subscriber.take_frames()
+            # Set when the hub ended the subscription: then the path ends with why.
+            reason = subscriber.end_reason
+            if reason is not None:
+                self._totals.suspended_paths += 1
         if batch:
             self._outbox += connection.send_frames(batch)
         if rest:
             self._outbox += connection.send_frames(rest)
-        self._unsubscribe(PathEnd.CLEAN)
-        # The container profile allows no finish after notifications: there
-        # the path ends with the connection.
-        with contextlib.suppress(LocalProtocolError):
-            self._outbox += connection.end_path()
+        self._unsubscribe(PathEnd.CLEAN if reason is None else PathEnd.SUSPENDED, reason)
+        # The container profile allows no end after notifications: there the
+        # path ends with the connection.
+        self._outbox += path_end(connection, reason)
 
     def _close(self, now: float, value: object) -> Close:
         self._release()
@@ -538,7 +557,7 @@ class ServingConnection:
             with self._lock:
                 self._totals.connections -= 1
 
-    def _unsubscribe(self, how: PathEnd) -> None:
+    def _unsubscribe(self, how: PathEnd, reason: str | None = None) -> None:
         subscriber = self._subscriber
         if subscriber is None:
             return
@@ -555,6 +574,7 @@ class ServingConnection:
                 dropped=subscriber.dropped,
                 freed=freed,
                 stall_timeout=self._stall_timeout if how is PathEnd.STALLED else None,
+                reason=reason,
             )
         )
 
@@ -567,6 +587,7 @@ _HANDLERS: Final[Mapping[ServingOutcome, Callable[[ServingConnection, float, obj
     _Out.OPEN_PATH: ServingConnection._open_path,
     _Out.HOLD: ServingConnection._hold,
     _Out.DECLINE: ServingConnection._decline,
+    _Out.REFUSE: ServingConnection._refuse_suspended,
     _Out.FINISH: ServingConnection._finish,
     _Out.SILENCE: ServingConnection._nothing,
     _Out.RUN_HANDLER: ServingConnection._run_handler,

@@ -48,6 +48,7 @@ class ServingInput(enum.Enum):
     """What happens to a served connection: a report, or what the ask turned out to be."""
 
     PATH_ASKED = "data_received(), a notifications ask"
+    PATH_REFUSED = "data_received(), a notifications ask while the hub is suspended"
     EXCHANGE_ASKED = "data_received(), an exchange the server answers"
     EXCHANGE_DECLINED = "data_received(), an exchange without a handler"
     ASK_REFUSED = "data_received(), a refused ask"
@@ -57,6 +58,7 @@ class ServingInput(enum.Enum):
     ANSWERED = "handler_answered() or handler_failed()"
     SHUTDOWN = "shutdown()"
     PATH_ENDS = "next_action(), the end of the path"
+    PATH_CUT = "next_action(), the hub ended the path's subscription"
     CLOSING = "next_action(), nothing left to write"
     LOST = "connection_lost()"
     BUSY = "made with busy=True: the server has max_connections already"
@@ -67,14 +69,15 @@ class ServingOutcome(enum.Enum):
     """What a transition does besides changing the state."""
 
     NOTHING = "-"
-    OPEN_PATH = "subscribe; write the head"
+    OPEN_PATH = "write the head (subscribed as the ask was read)"
+    REFUSE = "write 'not served now' (503, Retry-After, the hub's reason)"
     HOLD = "keep the exchange for its handler"
     DECLINE = "write 'not served'"
     FINISH = "let the path or exchange go; write what the connection has left"
     SILENCE = "nothing more to write"
     RUN_HANDLER = "RunHandler(ask)"
     ANSWER = "write the handler's answer"
-    END_PATH = "write the queue, then the end"
+    END_PATH = "write the queue, then the end (the hub's reason, if it ended the path)"
     CLOSE = "Close()"
     DROP = "unsubscribe; forget the exchange"
     REFUSE_BUSY = "write 503 with Retry-After"
@@ -90,8 +93,10 @@ _Out = ServingOutcome
 SERVING_TRANSITIONS: Final[
     Mapping[tuple[ServingState, ServingInput], tuple[ServingState, ServingOutcome]]
 ] = {
-    # The ask: one per connection , read or given up on.
+    # The ask: one per connection, read or given up on.
     (_ASKING, _In.PATH_ASKED): (_PATH, _Out.OPEN_PATH),
+    # A suspended hub (its broker is lost) takes no subscription: not served now.
+    (_ASKING, _In.PATH_REFUSED): (_FINISHING, _Out.REFUSE),
     (_ASKING, _In.EXCHANGE_ASKED): (_EXCHANGE, _Out.HOLD),
     # A server with no MCP server behind it to ask declines ("not served").
     (_ASKING, _In.EXCHANGE_DECLINED): (_FINISHING, _Out.DECLINE),
@@ -115,6 +120,8 @@ SERVING_TRANSITIONS: Final[
     # The path: ended cleanly on shutdown, or dropped when its peer goes.
     (_PATH, _In.SHUTDOWN): (_ENDING, _Out.NOTHING),
     (_ENDING, _In.PATH_ENDS): (_FINISHING, _Out.END_PATH),
+    # The hub ended the subscription (its broker is lost): the queue, then the reason.
+    (_PATH, _In.PATH_CUT): (_FINISHING, _Out.END_PATH),
     (_PATH, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     # Beyond max_connections the ask is not even read: 503, and a clean close.
@@ -135,7 +142,8 @@ SERVING_TRANSITIONS: Final[
     (_CLOSED, _In.SHUTDOWN): (_CLOSED, _Out.NOTHING),
 }
 
-#: The input each of the server connection's events is (an exchange is one of two).
+#: The input each of the server connection's events is (an exchange is one of two; a
+#: notifications ask is ``PATH_REFUSED`` instead when the hub takes no subscription).
 EVENT_INPUTS: Final[Mapping[type[Event], ServingInput]] = {
     NotificationsAsked: _In.PATH_ASKED,
     AskRefused: _In.ASK_REFUSED,
