@@ -195,7 +195,7 @@ def listener_child(adapter: str, url: str, count: int) -> None:
 async def serve_one_listener(adapter: str, count: int, gap: float) -> tuple[float, float]:
     """Serve ``count`` notifications to a listener child; its CPU and its json.loads time."""
     notifications = bench_notifications(count)
-    hub = Hub(queue_size=count)
+    hub = Hub(queue_size=count, queue_bytes=2**30)  # every notification queued, none dropped
     async with await asyncio_adapter.serve(hub) as server:
         child = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -331,7 +331,7 @@ def _no_wake() -> None:
 def fan_out_time(burst: int) -> Callable[[], float]:
     """Publish ``PUBLISHES`` notifications, each path taking its output after every ``burst``."""
     notification = bench_notifications(1)[0]
-    hub = Hub(queue_size=PUBLISHES)
+    hub = Hub(queue_size=PUBLISHES, queue_bytes=2**30)
     paths = open_paths(hub, PATHS)
     takes = [serving.take_output for serving in paths]
 

@@ -39,7 +39,7 @@ def best_of(repeats: int, run: Callable[[], float]) -> float:
 def fan_out(subscribers: int, publishes: int) -> tuple[float, float]:
     """Seconds per delivery through the hub, and for the bare deque floor."""
     notification = Notification("notifications/progress", {"progressToken": 1, "progress": 5})
-    hub = Hub(queue_size=publishes)
+    hub = Hub(queue_size=publishes, queue_bytes=2**30)  # nothing dropped: the cost of queuing
     subs = [hub.subscribe() for _ in range(subscribers)]
 
     def run_hub() -> float:
