@@ -86,6 +86,7 @@ def _keepalive_option(parser: argparse.ArgumentParser, text: str) -> None:
 
 
 def _count(text: str) -> int:
+    """A whole number of at least 1 (a count or a limit)."""
     try:
         value = int(text)
     except ValueError:
@@ -162,16 +163,6 @@ def _token_options(parser: argparse.ArgumentParser, use: str) -> None:
     )
 
 
-def _positive_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
 def _relay_options(serve: argparse.ArgumentParser) -> None:
     """``serve``'s MCP servers (docs/relay.md): what they are, and how to reach them."""
     relay = serve.add_argument_group(
@@ -222,7 +213,7 @@ def _relay_options(serve: argparse.ArgumentParser) -> None:
     )
     relay.add_argument(
         "--mcp-max-attempts",
-        type=_positive_count,
+        type=_count,
         metavar="N",
         help="give a server up after N failed connections in a row, and exit 1 once every "
         "server is given up (default: retry for ever)",
