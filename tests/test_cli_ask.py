@@ -9,7 +9,9 @@ off. None of this needs the ``mcp`` extra, and ``ask`` does not import it.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from interop import (
     ServeProcess,
     chunk,
     cli_command,
+    cli_env,
     free_port,
     run_cli,
     run_without_mcp,
@@ -158,3 +161,29 @@ def test_ask_needs_no_mcp(served: tuple[str, Handler]) -> None:
     result = run_without_mcp(["ask", url, "list-tools", "null", "--token", TOKEN])
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"tools": [], "params": {}}
+
+
+def test_the_token_comes_from_a_token_file_or_the_environment(
+    served: tuple[str, Handler], tmp_path: Path
+) -> None:
+    url, _ = served
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n", encoding="utf-8")
+    status, out, _ = ask(url, "list-tools", "--token-file", str(token_file))
+    assert status == 0 and b'"tools"' in out
+    environment = {**cli_env(), "DIVERGE_TOKEN": TOKEN}
+    result = subprocess.run(
+        cli_command("ask", url, "list-tools"),
+        capture_output=True,
+        env=environment,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0 and b'"tools"' in result.stdout
+
+
+def test_a_token_is_not_sent_in_cleartext_to_a_host_that_is_not_loopback() -> None:
+    status, out, err = ask("http://example.invalid:8080", "list-tools", "--token", TOKEN)
+    assert (status, out) == (2, b"")
+    assert b"--allow-plaintext-token" in err and TOKEN.encode() not in err

@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 import sys
 
 from ..sansio import Ask, AskError, StreamBroken, decode_ask
 from .output import closed_stdout, compact_json, say, silence_stdout
-from .parser import ASK_KINDS, check_listen_url, check_token
+from .parser import (
+    ASK_KINDS,
+    check_listen_url,
+    check_plaintext_token,
+    listen_tls_context,
+    resolve_token,
+)
 from .running import (
     EXIT_BROKEN,
     EXIT_ERRORED,
@@ -50,11 +57,18 @@ def ask_of(kind: str, params: str | None) -> Ask:
         raise ValueError(f"PARAMS_JSON: {error.detail}") from None
 
 
-async def _ask(args: argparse.Namespace, ask: Ask) -> int:
+async def _ask(
+    args: argparse.Namespace, ask: Ask, *, token: str | None, tls: ssl.SSLContext | None
+) -> int:
     from ..adapters.asyncio_proxy import ExchangeError, ExchangeFailed, Proxy
 
     try:
-        proxy = Proxy(args.url, token=args.token)
+        proxy = Proxy(
+            args.url,
+            token=token,
+            allow_plaintext_token=args.allow_plaintext_token,
+            ssl=tls,
+        )
     except ValueError as error:
         raise UsageError(str(error)) from None
     try:
@@ -77,14 +91,15 @@ def run_ask(args: argparse.Namespace) -> int:
     """Run ``ask`` with its parsed arguments; return the exit status."""
     try:
         check_listen_url(args.url)
-        if args.token is not None:
-            check_token(args.token, listening=True)
+        token = resolve_token(args, listening=True)
+        tls = listen_tls_context(args.url, args.cafile)
+        check_plaintext_token(args.url, token, allowed=args.allow_plaintext_token)
         ask = ask_of(args.kind, args.params)
     except ValueError as error:
         say(f"{PROG} ask: error: {error}")
         return EXIT_USAGE
     try:
-        return asyncio.run(_ask(args, ask))
+        return asyncio.run(_ask(args, ask, token=token, tls=tls))
     except UsageError as error:
         say(f"{PROG} ask: error: {error}")
         return EXIT_USAGE

@@ -85,6 +85,21 @@ def _keepalive_option(parser: argparse.ArgumentParser, text: str) -> None:
     )
 
 
+def _client_options(parser: argparse.ArgumentParser, use: str) -> None:
+    """What a client of a server (``listen``, ``ask``) is told of tokens and TLS."""
+    _token_options(parser, use)
+    parser.add_argument(
+        "--cafile",
+        metavar="PEM",
+        help="trust the certificate authorities in this PEM file too, for an https:// URL",
+    )
+    parser.add_argument(
+        "--allow-plaintext-token",
+        action="store_true",
+        help="send the token over plain http:// to a host that is not loopback",
+    )
+
+
 def _count(text: str) -> int:
     """A whole number of at least 1 (a count or a limit)."""
     try:
@@ -239,7 +254,7 @@ def _ask_command(commands: Any) -> None:
         nargs="?",
         help='the MCP params, a JSON object, e.g. \'{"name": "echo", "arguments": {}}\'',
     )
-    ask.add_argument("--token", help="bearer token to send with the ask")
+    _client_options(ask, "bearer token to send with the ask")
 
 
 def _redis_options(serve: argparse.ArgumentParser) -> None:
@@ -344,17 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     listen.add_argument(
         "url", metavar="URL", help="the server's base URL, http[s]://HOST[:PORT][/BASE]"
     )
-    _token_options(listen, "bearer token to send with each ask")
-    listen.add_argument(
-        "--cafile",
-        metavar="PEM",
-        help="trust the certificate authorities in this PEM file too, for an https:// URL",
-    )
-    listen.add_argument(
-        "--allow-plaintext-token",
-        action="store_true",
-        help="send the token over plain http:// to a host that is not loopback",
-    )
+    _client_options(listen, "bearer token to send with each ask")
     listen.add_argument(
         "--events",
         action="store_true",
