@@ -73,13 +73,13 @@ from .serving_defaults import (
 )
 from .serving_table import (
     DONE,
-    EVENT_INPUTS,
     EXCHANGING,
     SERVING_TRANSITIONS,
     SUBSCRIBED,
     ServingInput,
     ServingOutcome,
     ServingState,
+    event_input,
 )
 from .suspension import NOT_SERVED_STATUS, RETRY_AFTER, internal_error, not_served_now, path_end
 
@@ -390,15 +390,9 @@ class ServingConnection:
     # -- internals ----------------------------------------------------------------
 
     def _event_input(self, event: Event) -> ServingInput:
-        """Which input the connection's ``event`` is."""
-        if type(event) is ExchangeAsked:
-            return _In.EXCHANGE_ASKED if self._answers_exchanges else _In.EXCHANGE_DECLINED
-        what = EVENT_INPUTS.get(type(event))
-        if what is None:
-            raise LocalProtocolError(f"a server connection does not produce {event!r}")
-        if what is _In.PATH_ASKED:
-            return self._subscribe()
-        return what
+        """Which input the connection's ``event`` is (a notification ask: once subscribed)."""
+        what = event_input(event, self._answers_exchanges)
+        return self._subscribe() if what is _In.PATH_ASKED else what
 
     def _step(self, what: ServingInput, now: float = 0.0, value: object = None) -> Any:
         try:
