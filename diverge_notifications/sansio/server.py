@@ -39,7 +39,6 @@ from typing import Any, Final, NamedTuple
 import h11
 
 from ._errors import LocalProtocolError
-from ._json import JsonError, dumps, parse
 from .ask_reader import AskReader, Refusal
 from .asks import Ask, Exchange
 from .events import (
@@ -69,6 +68,7 @@ from .messages import (
     NOTIFICATION_TAG_BYTE,
     NotificationLike,
     pack_frame_head,
+    result_json,
     to_error,
     to_notification,
 )
@@ -94,32 +94,6 @@ __all__ = [
 ]
 
 # --- encoding helpers ----------------------------------------------------------
-
-
-def _result_json(result: Mapping[str, Any] | bytes) -> bytes:
-    """The JSON bytes of a one-shot result: a JSON object."""
-    if isinstance(result, (bytes, bytearray, memoryview)):
-        raw = bytes(result)
-        try:
-            value = parse(raw)
-        except JsonError as error:
-            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
-        if not isinstance(value, dict):
-            raise LocalProtocolError("the result must be a JSON object")
-        return raw
-    if isinstance(result, Mapping):
-        try:
-            raw = dumps(dict(result))
-        except (TypeError, ValueError) as error:
-            raise LocalProtocolError(f"the result is not JSON-encodable: {error}") from None
-        try:
-            # Encodable is not enough: too deep or too large a number is
-            # refused here exactly as the proxy would refuse it.
-            parse(raw)
-        except JsonError as error:
-            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
-        return raw
-    raise TypeError(f"expected a mapping or JSON bytes, not {type(result).__name__}")
 
 
 def _check_payload(json: bytes, limit: int) -> None:
@@ -399,7 +373,7 @@ class ServerConnection:
         if answer.tag == ERROR_TAG:
             json = to_error(answer.value).to_bytes()
         else:
-            json = _result_json(answer.value)
+            json = result_json(answer.value)
         _check_payload(json, self._max_frame_size)
         return answer_head(self._location()) + _chunk_of_one(answer.tag, json) + LAST_CHUNK
 
