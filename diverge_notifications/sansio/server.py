@@ -113,6 +113,26 @@ _MESSAGE_CHUNK: Final[Mapping[int, bytes]] = {
 _NOTIFICATION_CHUNK: Final = _MESSAGE_CHUNK[NOTIFICATION_TAG]
 
 
+#: The last lone frame a path wrote (:func:`_chunk_of_frame`), and its chunk.
+#: The hub shares one frame among every path it reaches, and with one
+#: notification per turn each path's writer asks for the chunk of that same
+#: frame, one after the other: it is made once. One entry, replaced whole
+#: (so that no reader pairs one frame with another's chunk); only a ``bytes``
+#: frame (which cannot change) of at most :data:`_KEPT_FRAME_SIZE` bytes is
+#: kept, so that what stays behind once every path wrote it is small.
+_last_chunk: tuple[bytes | None, bytes] = (None, b"")
+_KEPT_FRAME_SIZE: Final = 64 * 1024
+
+
+def _chunk_of_frame(frame: bytes) -> bytes:
+    """One HTTP chunk holding ``frame``, formatted in one step (and kept, see above)."""
+    global _last_chunk
+    data = b"%x\r\n%b\r\n" % (len(frame), frame)
+    if type(frame) is bytes and len(frame) <= _KEPT_FRAME_SIZE:
+        _last_chunk = (frame, data)
+    return data
+
+
 def _chunk_of_one(tag: int, json: bytes) -> bytes:
     payload = len(json) + 1
     return _MESSAGE_CHUNK[tag] % (payload + PREFIX_SIZE, pack_length(payload), json)
@@ -472,7 +492,19 @@ class ServerConnection:
         """
         loop = self._frame_loop
         state = self._state
-        state = state if state is loop else self._frame_step(state)
+        if state is loop:
+            # Where the table makes every frame one that keeps the state
+            # (found when the table was built), nothing is looked up and
+            # nothing entered: the state stays, and a state with a row is
+            # never final.
+            if len(frames) == 1:
+                frame = frames[0]
+                last = _last_chunk
+                return last[1] if last[0] is frame else _chunk_of_frame(frame)
+            if not frames:
+                return b""
+            return b"".join((b"%x\r\n" % sum(map(len, frames)), *frames, b"\r\n"))
+        state = self._frame_step(state)
         if not frames:
             return b""
         for _ in range(len(frames) - 1):
