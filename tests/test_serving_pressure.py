@@ -113,6 +113,39 @@ def test_one_frame_goes_out_as_the_general_path_writes_it(profile: Profile) -> N
         assert by_frames.end_path() == LAST_CHUNK and by_frames.state is ServerState.DONE
 
 
+class WatchedLock:
+    """A hub lock that says whether it is held now (and is never entered twice)."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def __enter__(self) -> None:
+        assert not self.held
+        self.held = True
+
+    def __exit__(self, *_: object) -> None:
+        self.held = False
+
+
+def test_with_a_hub_lock_the_path_takes_under_it_and_writes_the_same() -> None:
+    lock = WatchedLock()
+    locked, unlocked = Served(hub_lock=lock, queue_size=1), Served(queue_size=1)
+    peers = [asked(served) for served in (locked, unlocked)]
+    held_while_taking: list[bool] = []
+    for step in range(3):
+        for served in (locked, unlocked):
+            assert isinstance(served.act(START + step), WaitUntil)  # nothing queued yet
+            served.hub.publish(progress(step))
+        # A publisher waiting for room is woken from inside the take.
+        assert not locked.hub.room_for(progress(step + 1))
+        locked.hub.when_room(lambda: held_while_taking.append(lock.held))
+        now = START + step
+        written = [served.write(now) for served in (locked, unlocked)]
+        assert written[0] == written[1]
+        assert events(peers[0], written[0]) == [NotificationReceived(notification=progress(step))]
+    assert held_while_taking == [True, True, True] and not lock.held
+
+
 def test_a_stalled_path_is_cut_off_its_queue_freed_and_counted() -> None:
     served = Reported(stall_timeout=7.0)
     asked(served)
