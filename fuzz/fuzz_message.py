@@ -8,7 +8,9 @@ A ``bytearray`` or a ``memoryview`` decodes as the same ``bytes`` do, and
 the writers' strict helpers agree with the decoder: a notification's JSON
 (and the notification itself, and its members) is one to send, relayed
 byte for byte; what the decoder rejects as a body they refuse with
-``LocalProtocolError``; the wrong types are a ``TypeError``.
+``LocalProtocolError``; the wrong types are a ``TypeError``. A body that is
+a JSON object is a one-shot result to send (as it is, or as the mapping it
+decodes to), and any other body is refused as one.
 
     python fuzz/fuzz_message.py -max_total_time=60
 
@@ -31,7 +33,8 @@ from diverge_notifications.sansio import (
     decode_message,
     encode_message,
 )
-from diverge_notifications.sansio.messages import to_error, to_notification
+from diverge_notifications.sansio._json import JsonError, parse
+from diverge_notifications.sansio.messages import result_json, to_error, to_notification
 
 #: The module fuzzed (tests/test_fuzz_coverage.py measures how much of it the seeds run).
 TARGET = decode_message.__module__
@@ -110,6 +113,25 @@ def _writers_agree(data: bytes, message: object) -> None:
         _refused(to_notification, data[1:], error=LocalProtocolError)
     _refused(to_notification, len(data), error=TypeError)
     _refused(encode_message, data, error=TypeError)
+    _result_agrees(data[1:])
+
+
+def _result_agrees(body: bytes) -> None:
+    """A one-shot result is taken exactly when it is a JSON object, and relayed byte for byte."""
+    try:
+        value = parse(body)
+    except JsonError:
+        value = None
+    if not isinstance(value, dict):
+        _refused(result_json, body, error=LocalProtocolError)
+        return
+    assert result_json(body) == body
+    try:
+        again = result_json(value)
+    except LocalProtocolError:
+        return  # what the encoder cannot carry back (a lone surrogate)
+    assert parse(again) == value
+    _refused(result_json, [value], error=TypeError)
 
 
 def TestOneInput(data: bytes) -> None:

@@ -55,6 +55,8 @@ from diverge_notifications.sansio.events import (
     ExchangeAsked,
     NotificationsAsked,
 )
+from diverge_notifications.sansio.framing import encode_frame
+from diverge_notifications.sansio.messages import encode_message
 from diverge_notifications.sansio.server import ServerConnection
 
 DECLARED_STATUSES = frozenset({400, 401, 404, 405, 413, 431, 501, 505})
@@ -65,6 +67,8 @@ NOTIFICATIONS = (
     Notification("notifications/tools/list_changed"),
     Notification("x/custom", {"a": [1, None]}),
 )
+#: Their frames, as the hub builds them once for every path (send_frames).
+FRAMES = tuple(encode_frame(encode_message(notification)) for notification in NOTIFICATIONS)
 RAW_NOTIFICATION = b'{"method" :"x/raw" , "params":{}}'
 NOT_NOTIFICATIONS = (b"not json", b'{"no":"method"}', b"[1]")
 OVERSIZED = Notification("x/big", {"padding": "p" * 80})
@@ -109,6 +113,7 @@ _CONTAINER = bytes((0, 1, 6, 5, 0x11, 4))
 _SMALL_FRAMES = bytes((0, 3, 0x13, 0x33, 1, 0x32, 6))
 _BATCH_FIRST = bytes((0, 0x32, 0x22, 2, 0x19, 1, 6))
 _RESULTS = bytes((0x48, 0x68, 0x88, 0x28))
+_FRAMES = bytes((0, 0x92, 0x92, 0xA2, 0x82, 0x12, 0xB2, 6))
 
 #: The module fuzzed (tests/test_fuzz_coverage.py measures how much of it the seeds run).
 TARGET = ServerConnection.__module__
@@ -129,6 +134,9 @@ SEEDS = [
     _seed(0, _DECLINE, _request(b'\x03{"uri":"file:///a"}')),
     _seed(0, _ANSWER, _request(b"")),
     _seed(0, _BATCH_FIRST, _request()),
+    _seed(0, _FRAMES, _request()),
+    _seed(8, _FRAMES, _request()),
+    _seed(0, bytes((0x82, 0x92, 0, 0x82, 6, 0x92)), _request()),
     _seed(0, _RESULTS, _request(b"\x01{}")),
     _seed(0, b"", b""),
     _seed(0, b"", b"POST /requests HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n\x04"),
@@ -224,9 +232,12 @@ def _write(conn: ServerConnection, op: int, writes: _Writes) -> None:
         writes.out += conn.send_notification(item)
         writes.sent.append(Notification.from_bytes(item) if variant % 3 == 2 else notification)
     elif kind == 2:
-        batch = [NOTIFICATIONS[(variant + i) % len(NOTIFICATIONS)] for i in range(variant % 4)]
-        writes.out += conn.send_notifications(batch)
-        writes.sent += batch
+        picked = [(variant + i) % len(NOTIFICATIONS) for i in range(variant % 4)]
+        if variant & 8:  # as the hub gives them: frames built once, shared, written as they are
+            writes.out += conn.send_frames([FRAMES[i] for i in picked])
+        else:
+            writes.out += conn.send_notifications([NOTIFICATIONS[i] for i in picked])
+        writes.sent += [NOTIFICATIONS[i] for i in picked]
     elif kind == 3:
         if variant % 2:
             conn.send_notification(NOT_NOTIFICATIONS[(variant >> 1) % len(NOT_NOTIFICATIONS)])

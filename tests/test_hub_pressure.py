@@ -130,6 +130,72 @@ def test_take_frames_bounds_items_and_bytes_but_takes_at_least_one() -> None:
         subscriber.take_frames(max_items=-1)
 
 
+def test_take_frames_of_a_whole_queue_checks_its_limits_and_counts() -> None:
+    hub = Hub()
+    subscriber, other = hub.subscribe(), hub.subscribe()
+    published = [numbered(n, pad=10) for n in range(3)]
+    for notification in published:
+        hub.publish(notification)
+    size = len(frame_of(published[0]))
+    # Limits are refused as documented even when the whole queue would fit
+    # the other one, and nothing is taken.
+    for bad in ({"max_bytes": 0}, {"max_items": -1}, {"max_items": -1, "max_bytes": 10**6}):
+        with pytest.raises(ValueError):
+            subscriber.take_frames(**bad)
+    with pytest.raises(ValueError):
+        subscriber.take_frames(max_items=10, max_bytes=0)
+    assert (len(subscriber), subscriber.bytes_queued, subscriber.sent) == (3, 3 * size, 0)
+    # Limits the whole queue fits exactly: all of it, oldest first, counted.
+    taken = subscriber.take_frames(max_items=3, max_bytes=3 * size)
+    assert taken == [frame_of(n) for n in published]
+    assert (len(subscriber), subscriber.bytes_queued, subscriber.sent) == (0, 0, 3)
+    assert hub.counts().sent == 3
+    # One queued frame: the one every queue shares.
+    hub.publish(numbered(3))
+    (frame,) = subscriber.take_frames(max_items=1, max_bytes=size)
+    assert other.take_frames()[-1] is frame
+    assert (subscriber.sent, other.sent, hub.counts().sent) == (4, 4, 8)
+    # A publisher waiting for room is woken by a whole-queue take too.
+    narrow = hub.subscribe(queue_size=1)
+    hub.publish(numbered(4))
+    assert not hub.room_for(numbered(5))
+    woken: list[int] = []
+    hub.when_room(lambda: woken.append(len(narrow)))
+    assert narrow.take_frames(max_items=1) == [frame_of(numbered(4))]
+    assert woken == [0] and narrow.sent == 1
+
+
+@given(
+    pads=st.lists(st.integers(0, 60), max_size=8),
+    max_items=st.none() | st.integers(0, 10),
+    max_bytes=st.none() | st.integers(1, 600),
+)
+@settings(max_examples=200, deadline=None)
+def test_take_frames_takes_what_its_limits_allow(
+    pads: list[int], max_items: int | None, max_bytes: int | None
+) -> None:
+    hub = Hub()
+    subscriber = hub.subscribe()
+    frames = []
+    for n, pad in enumerate(pads):
+        hub.publish(numbered(n, pad=pad))
+        frames.append(frame_of(numbered(n, pad=pad)))
+    # The documented rule: oldest first, at most max_items frames and
+    # max_bytes bytes, but at least one frame of a queue that has one.
+    expected: list[bytes] = []
+    for frame in frames:
+        if max_items is not None and len(expected) >= max_items:
+            break
+        if expected and max_bytes is not None and sum(map(len, expected)) + len(frame) > max_bytes:
+            break
+        expected.append(frame)
+    assert subscriber.take_frames(max_items, max_bytes) == expected
+    assert subscriber.sent == hub.counts().sent == len(expected)
+    assert len(subscriber) == len(frames) - len(expected)
+    assert subscriber.bytes_queued == sum(map(len, frames[len(expected) :]))
+    assert subscriber.take_frames() == frames[len(expected) :]
+
+
 # --- too large to send --------------------------------------------------------------------------
 
 

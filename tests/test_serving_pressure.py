@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from test_serving_driver import START, Served, asked, events, progress
 
 from diverge_notifications.sansio import (
@@ -19,12 +20,14 @@ from diverge_notifications.sansio import (
     Notification,
     NotificationReceived,
     NotServed,
+    Profile,
     ProxyConnection,
     ServerConnection,
 )
 from diverge_notifications.sansio.actions import Close, WaitUntil, Write
 from diverge_notifications.sansio.asks import Ask, Exchange
 from diverge_notifications.sansio.counts import ServingTotals
+from diverge_notifications.sansio.http import LAST_CHUNK, chunk
 from diverge_notifications.sansio.hub import Hub
 from diverge_notifications.sansio.reports import (
     ExchangeReport,
@@ -35,6 +38,7 @@ from diverge_notifications.sansio.reports import (
     ServeReport,
 )
 from diverge_notifications.sansio.serve_settings import ServeSettings
+from diverge_notifications.sansio.server import ServerState
 
 
 class Reported(Served):
@@ -70,6 +74,76 @@ def test_the_hubs_frames_go_out_as_send_notifications_writes_them() -> None:
     )
     assert by_frames.state is by_notifications.state
     assert by_frames.send_frames([]) == b""
+
+
+def opened(profile: Profile = Profile.PROVIDER) -> ServerConnection:
+    """A server connection whose path is open, no notification written yet."""
+    connection = ServerConnection(profile=profile)
+    connection.receive_data(ProxyConnection("x").data_to_send())
+    connection.next_event()
+    connection.start_path()
+    return connection
+
+
+@pytest.mark.parametrize("profile", list(Profile))
+def test_one_frame_goes_out_as_the_general_path_writes_it(profile: Profile) -> None:
+    hub = Hub()
+    subscribers = [hub.subscribe() for _ in range(3)]
+    first, second = progress(1), big(2, 70 * 1024)
+    by_frames, by_notifications, other = opened(profile), opened(profile), opened(profile)
+    for notification in (first, first, second, second, first):
+        hub.publish(notification)
+        for connection, subscriber in ((by_frames, subscribers[0]), (other, subscribers[1])):
+            assert connection.send_frames(subscriber.take_frames()) == (
+                by_notifications.send_notification(notification)
+            )
+            assert connection.state is by_notifications.state is ServerState.PATH_NOTIFYING
+    frame = subscribers[2].take_frames()[0]
+    assert by_frames.send_frames([frame]) == chunk(frame)
+    # Several frames in the loop state: one chunk, as send_notifications writes it.
+    assert by_frames.send_frames([frame, frame]) == chunk(frame + frame)
+    assert by_frames.send_frames([]) == b""
+    # A frame that is not bytes may change between writes: each write is of what it holds.
+    changing = bytearray(frame)
+    assert by_frames.send_frames([changing]) == chunk(frame)  # type: ignore[list-item]
+    changing[-2:] = b"9}"
+    assert changing != frame
+    assert by_frames.send_frames([changing]) == chunk(bytes(changing))  # type: ignore[list-item]
+    if profile is Profile.PROVIDER:
+        assert by_frames.end_path() == LAST_CHUNK and by_frames.state is ServerState.DONE
+
+
+class WatchedLock:
+    """A hub lock that says whether it is held now (and is never entered twice)."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def __enter__(self) -> None:
+        assert not self.held
+        self.held = True
+
+    def __exit__(self, *_: object) -> None:
+        self.held = False
+
+
+def test_with_a_hub_lock_the_path_takes_under_it_and_writes_the_same() -> None:
+    lock = WatchedLock()
+    locked, unlocked = Served(hub_lock=lock, queue_size=1), Served(queue_size=1)
+    peers = [asked(served) for served in (locked, unlocked)]
+    held_while_taking: list[bool] = []
+    for step in range(3):
+        for served in (locked, unlocked):
+            assert isinstance(served.act(START + step), WaitUntil)  # nothing queued yet
+            served.hub.publish(progress(step))
+        # A publisher waiting for room is woken from inside the take.
+        assert not locked.hub.room_for(progress(step + 1))
+        locked.hub.when_room(lambda: held_while_taking.append(lock.held))
+        now = START + step
+        written = [served.write(now) for served in (locked, unlocked)]
+        assert written[0] == written[1]
+        assert events(peers[0], written[0]) == [NotificationReceived(notification=progress(step))]
+    assert held_while_taking == [True, True, True] and not lock.held
 
 
 def test_a_stalled_path_is_cut_off_its_queue_freed_and_counted() -> None:

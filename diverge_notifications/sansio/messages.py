@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ._errors import FrameError, FrameErrorReason, LocalProtocolError
+from ._json import JsonError, dumps, parse
 from .framing import LENGTH_FORMAT
 from .mcp import ErrorData, Notification
 
@@ -32,6 +33,7 @@ __all__ = [
     "decode_message",
     "encode_message",
     "pack_frame_head",
+    "result_json",
     "to_error",
     "to_notification",
 ]
@@ -133,3 +135,35 @@ def to_error(error: ErrorData) -> ErrorData:
     if not isinstance(error, ErrorData):
         raise TypeError(f"expected an ErrorData, not {type(error).__name__}")
     return error
+
+
+def result_json(result: Mapping[str, Any] | bytes) -> bytes:
+    """The JSON bytes of a one-shot result, for a writer about to send it (strict).
+
+    ``result`` is a JSON object: a mapping (encoded as compact JSON and
+    checked as the proxy would read it) or raw JSON bytes (checked, then
+    kept unchanged). Raises :class:`LocalProtocolError` if it is not one and
+    :class:`TypeError` if it is neither of these types.
+    """
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        raw = bytes(result)
+        try:
+            value = parse(raw)
+        except JsonError as error:
+            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
+        if not isinstance(value, dict):
+            raise LocalProtocolError("the result must be a JSON object")
+        return raw
+    if isinstance(result, Mapping):
+        try:
+            raw = dumps(dict(result))
+        except (TypeError, ValueError) as error:
+            raise LocalProtocolError(f"the result is not JSON-encodable: {error}") from None
+        try:
+            # Encodable is not enough: too deep or too large a number is
+            # refused here exactly as the proxy would refuse it.
+            parse(raw)
+        except JsonError as error:
+            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
+        return raw
+    raise TypeError(f"expected a mapping or JSON bytes, not {type(result).__name__}")

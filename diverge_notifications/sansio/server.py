@@ -39,7 +39,6 @@ from typing import Any, Final, NamedTuple
 import h11
 
 from ._errors import LocalProtocolError
-from ._json import JsonError, dumps, parse
 from .ask_reader import AskReader, Refusal
 from .asks import Ask, Exchange
 from .events import (
@@ -69,6 +68,7 @@ from .messages import (
     NOTIFICATION_TAG_BYTE,
     NotificationLike,
     pack_frame_head,
+    result_json,
     to_error,
     to_notification,
 )
@@ -96,32 +96,6 @@ __all__ = [
 # --- encoding helpers ----------------------------------------------------------
 
 
-def _result_json(result: Mapping[str, Any] | bytes) -> bytes:
-    """The JSON bytes of a one-shot result: a JSON object."""
-    if isinstance(result, (bytes, bytearray, memoryview)):
-        raw = bytes(result)
-        try:
-            value = parse(raw)
-        except JsonError as error:
-            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
-        if not isinstance(value, dict):
-            raise LocalProtocolError("the result must be a JSON object")
-        return raw
-    if isinstance(result, Mapping):
-        try:
-            raw = dumps(dict(result))
-        except (TypeError, ValueError) as error:
-            raise LocalProtocolError(f"the result is not JSON-encodable: {error}") from None
-        try:
-            # Encodable is not enough: too deep or too large a number is
-            # refused here exactly as the proxy would refuse it.
-            parse(raw)
-        except JsonError as error:
-            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
-        return raw
-    raise TypeError(f"expected a mapping or JSON bytes, not {type(result).__name__}")
-
-
 def _check_payload(json: bytes, limit: int) -> None:
     if len(json) + 1 > limit:
         raise LocalProtocolError(
@@ -137,6 +111,26 @@ _MESSAGE_CHUNK: Final[Mapping[int, bytes]] = {
     for tag, tag_byte in ((NOTIFICATION_TAG, NOTIFICATION_TAG_BYTE), (ERROR_TAG, ERROR_TAG_BYTE))
 }
 _NOTIFICATION_CHUNK: Final = _MESSAGE_CHUNK[NOTIFICATION_TAG]
+
+
+#: The last lone frame a path wrote (:func:`_chunk_of_frame`), and its chunk.
+#: The hub shares one frame among every path it reaches, and with one
+#: notification per turn each path's writer asks for the chunk of that same
+#: frame, one after the other: it is made once. One entry, replaced whole
+#: (so that no reader pairs one frame with another's chunk); only a ``bytes``
+#: frame (which cannot change) of at most :data:`_KEPT_FRAME_SIZE` bytes is
+#: kept, so that what stays behind once every path wrote it is small.
+_last_chunk: tuple[bytes | None, bytes] = (None, b"")
+_KEPT_FRAME_SIZE: Final = 64 * 1024
+
+
+def _chunk_of_frame(frame: bytes) -> bytes:
+    """One HTTP chunk holding ``frame``, formatted in one step (and kept, see above)."""
+    global _last_chunk
+    data = b"%x\r\n%b\r\n" % (len(frame), frame)
+    if type(frame) is bytes and len(frame) <= _KEPT_FRAME_SIZE:
+        _last_chunk = (frame, data)
+    return data
 
 
 def _chunk_of_one(tag: int, json: bytes) -> bytes:
@@ -399,7 +393,7 @@ class ServerConnection:
         if answer.tag == ERROR_TAG:
             json = to_error(answer.value).to_bytes()
         else:
-            json = _result_json(answer.value)
+            json = result_json(answer.value)
         _check_payload(json, self._max_frame_size)
         return answer_head(self._location()) + _chunk_of_one(answer.tag, json) + LAST_CHUNK
 
@@ -498,7 +492,19 @@ class ServerConnection:
         """
         loop = self._frame_loop
         state = self._state
-        state = state if state is loop else self._frame_step(state)
+        if state is loop:
+            # Where the table makes every frame one that keeps the state
+            # (found when the table was built), nothing is looked up and
+            # nothing entered: the state stays, and a state with a row is
+            # never final.
+            if len(frames) == 1:
+                frame = frames[0]
+                last = _last_chunk
+                return last[1] if last[0] is frame else _chunk_of_frame(frame)
+            if not frames:
+                return b""
+            return b"".join((b"%x\r\n" % sum(map(len, frames)), *frames, b"\r\n"))
+        state = self._frame_step(state)
         if not frames:
             return b""
         for _ in range(len(frames) - 1):

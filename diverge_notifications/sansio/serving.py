@@ -73,13 +73,13 @@ from .serving_defaults import (
 )
 from .serving_table import (
     DONE,
-    EVENT_INPUTS,
     EXCHANGING,
     SERVING_TRANSITIONS,
     SUBSCRIBED,
     ServingInput,
     ServingOutcome,
     ServingState,
+    event_input,
 )
 from .suspension import NOT_SERVED_STATUS, RETRY_AFTER, internal_error, not_served_now, path_end
 
@@ -189,9 +189,8 @@ class ServingConnection:
         self._peer = peer
         self._totals = totals if totals is not None else ServingTotals()
         self._report = report if report is not None else lambda _report: None
-        self._lock: contextlib.AbstractContextManager[Any] = (
-            hub_lock if hub_lock is not None else contextlib.nullcontext()
-        )
+        self._hub_lock = hub_lock
+        self._lock = hub_lock if hub_lock is not None else contextlib.nullcontext()
         self._state = ServingState.ASKING
         self._subscriber: Subscriber | None = None
         self._outbox = bytearray()
@@ -353,21 +352,26 @@ class ServingConnection:
         A batch is at most ``max_batch`` notifications and ``write_buffer``
         bytes of frames (a larger frame goes alone), as the hub built them.
         """
-        if self._state is _ENDING:
-            self._step(_In.PATH_ENDS, now)
-        elif self._subscriber is not None and self._subscriber.end_reason is not None:
-            self._step(_In.PATH_CUT, now)  # the hub ended it: what it queued, then why
-        else:
-            subscriber = self._subscriber
-            if subscriber is not None:
-                with self._lock:
+        subscriber = self._subscriber
+        if subscriber is not None and subscriber._end_reason is None and self._state is not _ENDING:
+            # A busy path's every turn, where each call counts: the end is
+            # read off the subscriber's slot rather than through its property,
+            # and without a hub lock no (no-op) context is entered for the take.
+            if self._hub_lock is None:
+                frames = subscriber.take_frames(self._max_batch, self._write_buffer)
+            else:
+                with self._hub_lock:
                     frames = subscriber.take_frames(self._max_batch, self._write_buffer)
-                if frames:
-                    data = self._connection.send_frames(frames)
-                    if not self._outbox:
-                        self._last_output = now
-                        return data
-                    self._outbox += data
+            if frames:
+                data = self._connection.send_frames(frames)
+                if not self._outbox:
+                    self._last_output = now
+                    return data
+                self._outbox += data
+        elif self._state is _ENDING:
+            self._step(_In.PATH_ENDS, now)
+        elif subscriber is not None:
+            self._step(_In.PATH_CUT, now)  # the hub ended it: what it queued, then why
         if not self._outbox:
             return b""
         out = bytes(self._outbox)
@@ -390,15 +394,9 @@ class ServingConnection:
     # -- internals ----------------------------------------------------------------
 
     def _event_input(self, event: Event) -> ServingInput:
-        """Which input the connection's ``event`` is."""
-        if type(event) is ExchangeAsked:
-            return _In.EXCHANGE_ASKED if self._answers_exchanges else _In.EXCHANGE_DECLINED
-        what = EVENT_INPUTS.get(type(event))
-        if what is None:
-            raise LocalProtocolError(f"a server connection does not produce {event!r}")
-        if what is _In.PATH_ASKED:
-            return self._subscribe()
-        return what
+        """Which input the connection's ``event`` is (a notification ask: once subscribed)."""
+        what = event_input(event, self._answers_exchanges)
+        return self._subscribe() if what is _In.PATH_ASKED else what
 
     def _step(self, what: ServingInput, now: float = 0.0, value: object = None) -> Any:
         try:

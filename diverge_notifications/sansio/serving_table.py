@@ -11,7 +11,8 @@ import enum
 from collections.abc import Mapping
 from typing import Final
 
-from .events import AskRefused, ConnectionClosed, Event, NotificationsAsked
+from ._errors import LocalProtocolError
+from .events import AskRefused, ConnectionClosed, Event, ExchangeAsked, NotificationsAsked
 
 __all__ = [
     "DONE",
@@ -22,6 +23,7 @@ __all__ = [
     "ServingInput",
     "ServingOutcome",
     "ServingState",
+    "event_input",
 ]
 
 
@@ -149,9 +151,25 @@ EVENT_INPUTS: Final[Mapping[type[Event], ServingInput]] = {
     AskRefused: _In.ASK_REFUSED,
     ConnectionClosed: _In.PEER_GONE,
 }
+
 #: The states in which nothing more is read from the peer: the answer is decided.
 DONE: Final = frozenset({_FINISHING, _CLOSED})
 #: The states with a hub subscription.
 SUBSCRIBED: Final = frozenset({_PATH, _ENDING})
 #: The states with an exchange waiting for its answer.
 EXCHANGING: Final = frozenset({_EXCHANGE, _ANSWERING})
+
+
+def event_input(event: Event, answers_exchanges: bool) -> ServingInput:
+    """The input the server connection's ``event`` is, by :data:`EVENT_INPUTS`.
+
+    An exchange is ``EXCHANGE_ASKED`` if the server answers exchanges, else
+    ``EXCHANGE_DECLINED``. An event a server connection does not produce is
+    the adapter's mistake (:class:`~._errors.LocalProtocolError`).
+    """
+    if type(event) is ExchangeAsked:
+        return _In.EXCHANGE_ASKED if answers_exchanges else _In.EXCHANGE_DECLINED
+    what = EVENT_INPUTS.get(type(event))
+    if what is None:
+        raise LocalProtocolError(f"a server connection does not produce {event!r}")
+    return what
