@@ -242,14 +242,17 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
     passes over the text find them. Only a text dense in escapes has its
     value walked instead.
     """
-    # Fewer opening brackets, in strings or not, than levels refused: done.
-    # (``replace`` with a count is the cheapest bounded count: it finds each
-    # bracket with ``memchr``, where ``count`` looks at every byte.)
-    opening = len(raw) - len(raw.replace(b"{", b"", MAX_DEPTH))
-    if opening < MAX_DEPTH:
-        opening += len(raw) - len(raw.replace(b"[", b"", MAX_DEPTH - opening))
-        if opening < MAX_DEPTH:
-            return
+    # A chain of MAX_DEPTH nested arrays and objects opens all its levels
+    # before its innermost opening bracket and closes them all after it: so,
+    # wherever the text is cut in two, the first part holds MAX_DEPTH opening
+    # brackets or the second part MAX_DEPTH closing ones (counted in strings
+    # too, which only adds to them). Cut in the middle, a text with fewer
+    # than about 2 * MAX_DEPTH arrays and objects fails both, and is done.
+    middle = len(raw) // 2
+    if _fewer_than_max_depth(raw[:middle], b"{", b"[") and _fewer_than_max_depth(
+        raw[middle:], b"}", b"]"
+    ):
+        return
     marks = raw.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
     if raw.find(b"\\") >= 0:
         if raw.count(b"\\") * _SPARSE_ESCAPES > len(raw):
@@ -258,10 +261,16 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
         # Without escaped backslashes and quotes, every quote delimits a string.
         unescaped = _ESCAPED_BACKSLASH_OR_QUOTE.sub(b"", raw)
         marks = unescaped.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
-    # Quotes alternate, opening and closing, and dropping adjacent ones in
-    # pairs keeps it so (it drops no bracket from between them): the pieces
+    brackets = marks.translate(None, b'"')
+    # Quotes alternate, opening and closing, so a bracket is inside a string
+    # exactly when an odd number of quotes comes before it. When every run
+    # of quotes between brackets is even (its pairs, counted without
+    # overlap, are all of its quotes), no bracket is: the brackets are the
+    # value's own. Otherwise dropping adjacent quotes in pairs keeps them
+    # alternating (it drops no bracket from between them), and the pieces
     # between quotes at even places are the brackets outside strings.
-    brackets = b"".join(marks.replace(b'""', b"").split(b'"')[::2])
+    if marks.count(b'""') * 2 != len(marks) - len(brackets):
+        brackets = b"".join(marks.replace(b'""', b"").split(b'"')[::2])
     # Each pass drops every "[]", the innermost level of nesting: the value
     # is within the limit if MAX_DEPTH - 1 passes leave nothing.
     for _ in range(MAX_DEPTH - 1):
@@ -269,6 +278,18 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
         if not brackets:
             return
     _check_depth(value)
+
+
+def _fewer_than_max_depth(text: bytes, first: bytes, second: bytes) -> bool:
+    """Whether ``text`` holds fewer than MAX_DEPTH bytes that are ``first`` or ``second``."""
+    # ``replace`` with a count is the cheapest bounded count: it finds each
+    # byte with ``memchr`` and stops at the count, where ``count`` looks at
+    # every byte of the text.
+    found = len(text) - len(text.replace(first, b"", MAX_DEPTH))
+    return (
+        found < MAX_DEPTH
+        and found + len(text) - len(text.replace(second, b"", MAX_DEPTH - found)) < MAX_DEPTH
+    )
 
 
 _CONTAINER_TYPES: Final = frozenset({dict, list})
