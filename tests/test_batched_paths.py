@@ -198,9 +198,7 @@ def test_next_payloads_gives_what_next_frame_gives(
         assert only_batches == reference
         mixed = batched(pieces, limit, cycle(batch_limits), cycle(interleave))
         assert mixed == reference
-        bounded = batched(
-            pieces, limit, cycle(batch_limits), cycle(interleave), cycle(byte_limits)
-        )
+        bounded = batched(pieces, limit, cycle(batch_limits), cycle(interleave), cycle(byte_limits))
         assert bounded == reference
 
 

@@ -361,7 +361,11 @@ def test_nesting_beside_many_siblings(depth: int, siblings: int) -> None:
     # nesting, which is known without finding the strings; many: no bracket
     # is in a string (every run of quotes between brackets is even), so the
     # brackets are counted as they are.
-    members = [records(siblings), nested(depth - 1), records(siblings)] if siblings else [nested(depth - 1)]
+    members = (
+        [records(siblings), nested(depth - 1), records(siblings)]
+        if siblings
+        else [nested(depth - 1)]
+    )
     text = "[" + ",".join(members) + "]"
     expect_depth_and_agreement(text.encode(), depth)
 

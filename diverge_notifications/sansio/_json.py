@@ -33,7 +33,7 @@ from collections.abc import Callable
 from itertools import chain, compress
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "JsonError", "canonical_bytes", "dumps", "parse"]
+__all__ = ["MAX_DEPTH", "JsonError", "canonical_bytes", "dumps", "parse", "parse_each"]
 
 #: serde_json's default recursion limit: a value whose arrays and objects nest
 #: this many levels deep is rejected; ``MAX_DEPTH - 1`` levels are accepted.
@@ -204,6 +204,48 @@ def parse(data: bytes | bytearray | memoryview, start: int = 0) -> Any:
     if "\\" in text and _may_have_surrogate(raw):
         _check_surrogates(value)
     return value
+
+
+# parse_each takes texts shorter than this: none of them can hold an integer
+# out of range or nest MAX_DEPTH deep, so reading each is one scan.
+_SHORT_TEXT_MAX: Final = min(_INT_TEXT_CHECK, _DEPTH_TEXT_MIN - 1)
+
+
+def parse_each(messages: list[bytes], start: int) -> list[Any] | None:
+    """``[parse(message, start) for message in messages]`` at once, or ``None``.
+
+    For short messages (fewer than 256 bytes after ``start``) in ASCII and
+    without escapes, each a value with no whitespace around it: one check
+    and one decode of them all, and then a scan of each where it lies in
+    the whole. ``None`` when any of them is not such a message, or does not
+    decode: :func:`parse` of each then says what each is. Either way the
+    values are those :func:`parse` gives.
+    """
+    if not messages or max(map(len, messages)) > _SHORT_TEXT_MAX + start:
+        return None
+    whole = b"".join(messages)
+    # ASCII: the text's offsets are the bytes'. No backslash: no escape,
+    # so no lone surrogate.
+    if not whole.isascii() or b"\\" in whole:
+        return None
+    text = whole.decode()
+    scan = _scan_floats
+    values: list[Any] = []
+    append = values.append
+    end_of_message = 0
+    try:
+        for size in map(len, messages):
+            value, end = scan(text, end_of_message + start)
+            end_of_message += size
+            # The value ends where its message does: what follows (the
+            # next message) was not read into it, so it is the value that
+            # message alone gives.
+            if end != end_of_message:
+                return None
+            append(value)
+    except (StopIteration, ValueError, RecursionError):  # JsonError is a ValueError
+        return None
+    return values
 
 
 def _long_text_scanner(raw: bytes) -> _Scan:

@@ -305,7 +305,7 @@ class ChunkedBody(BodyReader):
 # What _plain_chunks splits at once: a bounded piece of the buffer, so that
 # a chunk larger than it, or one whose data holds many CRLFs, costs no more
 # than the window (and each window it takes consumes at least one chunk).
-_WINDOW: Final = 8 * 1024
+_WINDOW: Final = 16 * 1024
 _lower_hex: Final = b"%x".__mod__
 
 
