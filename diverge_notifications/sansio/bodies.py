@@ -246,12 +246,14 @@ class ChunkedBody(BodyReader):
         pieces: list[bytes] = []
         # Small chunks are taken a window at a time; the loop below takes
         # what remains (or what a window cannot: other spellings of the
-        # size, a chunk larger than a window) one chunk at a time.
+        # size, a chunk larger than a window) one chunk at a time. Once a
+        # window holds only a few chunks, they are large enough for the
+        # loop's cost per chunk not to matter, and windows would only copy.
         while True:
             taken, start = _plain_chunks(buffer, start)
-            if not taken:
-                break
             pieces += taken
+            if len(taken) < _FEW_CHUNKS:
+                break
         find = buffer.find
         # No regular expression here: a search for the CRLF, a strip of the
         # hex digits and ``startswith`` cost half as much per chunk as a
@@ -306,6 +308,7 @@ class ChunkedBody(BodyReader):
 # a chunk larger than it, or one whose data holds many CRLFs, costs no more
 # than the window (and each window it takes consumes at least one chunk).
 _WINDOW: Final = 16 * 1024
+_FEW_CHUNKS: Final = 4
 _lower_hex: Final = b"%x".__mod__
 
 

@@ -105,15 +105,17 @@ def decode_notifications(payloads: list[bytes]) -> list[Notification] | None:
     decode, one too long to take this way), and then decoding them one by
     one with :func:`decode_message` gives each its own result or error.
     """
-    if set(map(type, payloads)) != _ONLY_BYTES:
-        return None  # a notification keeps the bytes it came from, as bytes
+    # The JSON is read first: it refuses long messages at the first look.
+    notifications = _decode_notifications(payloads)
+    if notifications is None or set(map(type, payloads)) != _ONLY_BYTES:
+        return None  # (a notification keeps the bytes it came from, as bytes)
     try:
         tags = bytes(map(_first_byte, payloads))
     except IndexError:  # an empty message
         return None
     if tags.count(NOTIFICATION_TAG_BYTE) != len(tags):
         return None
-    return _decode_notifications(payloads)
+    return notifications
 
 
 def encode_message(message: Message) -> bytes:
