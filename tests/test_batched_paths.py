@@ -123,9 +123,16 @@ def one_at_a_time(pieces: Sequence[bytes], limit: int) -> tuple[list[Any], list[
 
 
 def batched(
-    pieces: Sequence[bytes], limit: int, batch_limits: Iterator[int], interleave: Iterator[bool]
+    pieces: Sequence[bytes],
+    limit: int,
+    batch_limits: Iterator[int],
+    interleave: Iterator[bool],
+    byte_limits: Iterator[int | None] | None = None,
 ) -> tuple[list[Any], list[Any]]:
-    """The same with ``next_payloads``, interleaved with ``next_frame`` at random."""
+    """The same with ``next_payloads``, interleaved with ``next_frame`` at random.
+
+    With ``byte_limits``, each batch is also bounded in bytes.
+    """
     decoder = FrameDecoder(limit)
     taken: list[Any] = []
     states: list[Any] = []
@@ -143,7 +150,8 @@ def batched(
                     taken.append(got)
                 continue
             batch_limit = next(batch_limits)
-            payloads = decoder.next_payloads(batch_limit)
+            max_bytes = next(byte_limits) if byte_limits is not None else None
+            payloads = decoder.next_payloads(batch_limit, max_bytes)
             if payloads is None:
                 failed = decoder.next_frame()
                 assert isinstance(failed, FrameTooLarge)
@@ -155,6 +163,9 @@ def batched(
                 taken.append(failed)
                 return taken, states
             assert len(payloads) <= batch_limit
+            if max_bytes is not None:
+                # None is taken once those taken hold max_bytes.
+                assert sum(map(len, payloads[:-1])) < max_bytes
             assert all(type(payload) is bytes for payload in payloads)
             taken.extend(payloads)
             if not payloads:
@@ -168,6 +179,7 @@ def batched(
     cut_lists,
     st.lists(st.integers(min_value=1, max_value=4), min_size=1),
     st.lists(st.booleans(), min_size=1),
+    st.lists(st.one_of(st.none(), st.integers(min_value=1, max_value=40)), min_size=1),
 )
 @FAST
 def test_next_payloads_gives_what_next_frame_gives(
@@ -175,6 +187,7 @@ def test_next_payloads_gives_what_next_frame_gives(
     cuts: list[int],
     batch_limits: list[int],
     interleave: list[bool],
+    byte_limits: list[int | None],
 ) -> None:
     stream, limit, payloads, too_large = case
     expected = [*payloads, too_large] if too_large is not None else payloads
@@ -185,6 +198,8 @@ def test_next_payloads_gives_what_next_frame_gives(
         assert only_batches == reference
         mixed = batched(pieces, limit, cycle(batch_limits), cycle(interleave))
         assert mixed == reference
+        bounded = batched(pieces, limit, cycle(batch_limits), cycle(interleave), cycle(byte_limits))
+        assert bounded == reference
 
 
 def cycle(values: Sequence[Any]) -> Iterator[Any]:

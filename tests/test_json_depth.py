@@ -344,3 +344,49 @@ def test_many_bracket_strings_but_shallow_nesting() -> None:
     for string in ('"' + "[" * 200 + '"', '"' + "{[" * 200 + '"', '"\\\\' + "[" * 200 + '"'):
         raw = ("[" * 5 + string + "]" * 5).encode()
         assert parse(raw) == json.loads(raw)
+
+
+# --- the routes of the bracket count ---------------------------------------------------
+
+
+def records(count: int) -> str:
+    """``count`` sibling objects with plain strings: many brackets, little nesting."""
+    return ",".join(f'{{"n":{index},"s":"plain"}}' for index in range(count))
+
+
+@pytest.mark.parametrize("depth", [LIMIT, MAX_DEPTH])
+@pytest.mark.parametrize("siblings", [0, 40, 300])
+def test_nesting_beside_many_siblings(depth: int, siblings: int) -> None:
+    # Few siblings: the halves of the text hold too few brackets for the
+    # nesting, which is known without finding the strings; many: no bracket
+    # is in a string (every run of quotes between brackets is even), so the
+    # brackets are counted as they are.
+    members = (
+        [records(siblings), nested(depth - 1), records(siblings)]
+        if siblings
+        else [nested(depth - 1)]
+    )
+    text = "[" + ",".join(members) + "]"
+    expect_depth_and_agreement(text.encode(), depth)
+
+
+@pytest.mark.parametrize("depth", [LIMIT, MAX_DEPTH])
+def test_nesting_hidden_by_brackets_in_strings(depth: int) -> None:
+    # Each level opens with a string "]" and closes with a string "[", so
+    # that the brackets counted with the strings' own look flat, and many
+    # siblings keep the halves of the text from deciding: the strings must
+    # be found and left out.
+    text = '["]",' * (depth - 2) + "[" + records(300) + "]" + ',"["]' * (depth - 2)
+    raw = text.encode()
+    flat = raw.translate(None, bytes(sorted(set(range(256)) - set(b"[]{}"))))
+    assert flat.replace(b"{}", b"").replace(b"[]", b"").replace(b"[]", b"") == b""
+    expect_depth_and_agreement(raw, depth)
+
+
+def test_a_cut_in_the_middle_is_sound() -> None:
+    # Every opening bracket in the first half and every closing one in the
+    # second: the middle cut finds MAX_DEPTH on one side, and so the count.
+    for depth in (LIMIT, MAX_DEPTH):
+        raw = nested(depth).encode()
+        assert raw[: len(raw) // 2].count(b"[") == depth
+        expect_depth_and_agreement(raw, depth)

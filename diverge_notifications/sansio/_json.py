@@ -33,7 +33,7 @@ from collections.abc import Callable
 from itertools import chain, compress
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "JsonError", "canonical_bytes", "dumps", "parse"]
+__all__ = ["MAX_DEPTH", "JsonError", "canonical_bytes", "dumps", "parse", "parse_each"]
 
 #: serde_json's default recursion limit: a value whose arrays and objects nest
 #: this many levels deep is rejected; ``MAX_DEPTH - 1`` levels are accepted.
@@ -206,6 +206,48 @@ def parse(data: bytes | bytearray | memoryview, start: int = 0) -> Any:
     return value
 
 
+# parse_each takes texts shorter than this: none of them can hold an integer
+# out of range or nest MAX_DEPTH deep, so reading each is one scan.
+_SHORT_TEXT_MAX: Final = min(_INT_TEXT_CHECK, _DEPTH_TEXT_MIN - 1)
+
+
+def parse_each(messages: list[bytes], start: int) -> list[Any] | None:
+    """``[parse(message, start) for message in messages]`` at once, or ``None``.
+
+    For short messages (fewer than 256 bytes after ``start``) in ASCII and
+    without escapes, each a value with no whitespace around it: one check
+    and one decode of them all, and then a scan of each where it lies in
+    the whole. ``None`` when any of them is not such a message, or does not
+    decode: :func:`parse` of each then says what each is. Either way the
+    values are those :func:`parse` gives.
+    """
+    if not messages or max(map(len, messages)) > _SHORT_TEXT_MAX + start:
+        return None
+    whole = b"".join(messages)
+    # ASCII: the text's offsets are the bytes'. No backslash: no escape,
+    # so no lone surrogate.
+    if not whole.isascii() or b"\\" in whole:
+        return None
+    text = whole.decode()
+    scan = _scan_floats
+    values: list[Any] = []
+    append = values.append
+    end_of_message = 0
+    try:
+        for size in map(len, messages):
+            value, end = scan(text, end_of_message + start)
+            end_of_message += size
+            # The value ends where its message does: what follows (the
+            # next message) was not read into it, so it is the value that
+            # message alone gives.
+            if end != end_of_message:
+                return None
+            append(value)
+    except (StopIteration, ValueError, RecursionError):  # JsonError is a ValueError
+        return None
+    return values
+
+
 def _long_text_scanner(raw: bytes) -> _Scan:
     """The scanner for a text longer than :data:`_INT_TEXT_CHECK` bytes (see the decoders)."""
     sample = raw[::_STRIDE]
@@ -242,14 +284,17 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
     passes over the text find them. Only a text dense in escapes has its
     value walked instead.
     """
-    # Fewer opening brackets, in strings or not, than levels refused: done.
-    # (``replace`` with a count is the cheapest bounded count: it finds each
-    # bracket with ``memchr``, where ``count`` looks at every byte.)
-    opening = len(raw) - len(raw.replace(b"{", b"", MAX_DEPTH))
-    if opening < MAX_DEPTH:
-        opening += len(raw) - len(raw.replace(b"[", b"", MAX_DEPTH - opening))
-        if opening < MAX_DEPTH:
-            return
+    # A chain of MAX_DEPTH nested arrays and objects opens all its levels
+    # before its innermost opening bracket and closes them all after it: so,
+    # wherever the text is cut in two, the first part holds MAX_DEPTH opening
+    # brackets or the second part MAX_DEPTH closing ones (counted in strings
+    # too, which only adds to them). Cut in the middle, a text with fewer
+    # than about 2 * MAX_DEPTH arrays and objects fails both, and is done.
+    middle = len(raw) // 2
+    if _fewer_than_max_depth(raw[:middle], b"{", b"[") and _fewer_than_max_depth(
+        raw[middle:], b"}", b"]"
+    ):
+        return
     marks = raw.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
     if raw.find(b"\\") >= 0:
         if raw.count(b"\\") * _SPARSE_ESCAPES > len(raw):
@@ -258,10 +303,16 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
         # Without escaped backslashes and quotes, every quote delimits a string.
         unescaped = _ESCAPED_BACKSLASH_OR_QUOTE.sub(b"", raw)
         marks = unescaped.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
-    # Quotes alternate, opening and closing, and dropping adjacent ones in
-    # pairs keeps it so (it drops no bracket from between them): the pieces
+    brackets = marks.translate(None, b'"')
+    # Quotes alternate, opening and closing, so a bracket is inside a string
+    # exactly when an odd number of quotes comes before it. When every run
+    # of quotes between brackets is even (its pairs, counted without
+    # overlap, are all of its quotes), no bracket is: the brackets are the
+    # value's own. Otherwise dropping adjacent quotes in pairs keeps them
+    # alternating (it drops no bracket from between them), and the pieces
     # between quotes at even places are the brackets outside strings.
-    brackets = b"".join(marks.replace(b'""', b"").split(b'"')[::2])
+    if marks.count(b'""') * 2 != len(marks) - len(brackets):
+        brackets = b"".join(marks.replace(b'""', b"").split(b'"')[::2])
     # Each pass drops every "[]", the innermost level of nesting: the value
     # is within the limit if MAX_DEPTH - 1 passes leave nothing.
     for _ in range(MAX_DEPTH - 1):
@@ -269,6 +320,18 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
         if not brackets:
             return
     _check_depth(value)
+
+
+def _fewer_than_max_depth(text: bytes, first: bytes, second: bytes) -> bool:
+    """Whether ``text`` holds fewer than MAX_DEPTH bytes that are ``first`` or ``second``."""
+    # ``replace`` with a count is the cheapest bounded count: it finds each
+    # byte with ``memchr`` and stops at the count, where ``count`` looks at
+    # every byte of the text.
+    found = len(text) - len(text.replace(first, b"", MAX_DEPTH))
+    return (
+        found < MAX_DEPTH
+        and found + len(text) - len(text.replace(second, b"", MAX_DEPTH - found)) < MAX_DEPTH
+    )
 
 
 _CONTAINER_TYPES: Final = frozenset({dict, list})

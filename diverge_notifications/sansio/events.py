@@ -122,6 +122,17 @@ def notification_received(notification: Notification) -> NotificationReceived:
     return event
 
 
+def notifications_received(notifications: list[Notification]) -> list[NotificationReceived]:
+    """:func:`notification_received` of each notification, in one call."""
+    events: list[NotificationReceived] = []
+    append = events.append
+    for notification in notifications:
+        event = _new_event(NotificationReceived)
+        _set_notification(event, notification)
+        append(event)
+    return events
+
+
 @attrs.frozen(kw_only=True)
 class MessageRejected(Event):
     """One message did not decode; the path goes on.

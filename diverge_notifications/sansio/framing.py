@@ -220,14 +220,16 @@ class FrameDecoder(OffsetBuffer):
         if self._failed is None:
             super().feed(data)
 
-    def next_payloads(self, limit: int) -> list[bytes] | None:
+    def next_payloads(self, limit: int, max_bytes: int | None = None) -> list[bytes] | None:
         """Up to ``limit`` message payloads (``limit >= 1``) from the complete frames held.
 
         The same frames, in the same order, as calling :meth:`next_frame`
         until it returns ``None`` or a :class:`FrameTooLarge`, for less per
         frame; keep-alive frames are taken and skipped, and do not count.
-        An empty list means more bytes are needed; ``None``, that an
-        oversized frame finished the decoder (:meth:`next_frame` returns it).
+        With ``max_bytes``, no payload is taken once those taken hold that
+        many bytes (the first always is). An empty list means more bytes
+        are needed; ``None``, that an oversized frame finished the decoder
+        (:meth:`next_frame` returns it).
         """
         if self._failed is not None:
             return None
@@ -237,6 +239,8 @@ class FrameDecoder(OffsetBuffer):
         start = self._start
         size = len(buffer)
         most = self._max_frame_size
+        # (Without max_bytes, room for more than all the buffer holds.)
+        room = size + 1 if max_bytes is None else max_bytes
         # Frames are sliced out of bytes directly, and out of a bytearray
         # through a view released before the buffer is consumed.
         whole = buffer if type(buffer) is bytes else None
@@ -257,15 +261,17 @@ class FrameDecoder(OffsetBuffer):
                         assert view is not None
                         append(view[start + _PREFIX : end].tobytes())
                     limit -= 1
+                    room -= length
                 start = end
-                if not limit:
+                if not limit or room <= 0:
                     break
         finally:
             if view is not None:
                 view.release()
         if start != self._start:
             self._consume(start)
-        if self._start and limit:
+        if self._start and limit and room > 0:
+            # Stopped for want of bytes, not at a bound: a partial frame.
             self._keep_partial_only()
         return payloads
 

@@ -20,7 +20,7 @@ from typing import Any, Final
 import attrs
 
 from ._errors import FrameError, FrameErrorReason
-from ._json import JsonError, canonical_bytes, dumps, parse
+from ._json import JsonError, canonical_bytes, dumps, parse, parse_each
 from .kinds import (
     INT32_MAX,
     INT32_MIN,
@@ -159,26 +159,58 @@ class Notification:
             members = parse(data, 1 if tagged else 0)
         except JsonError as error:
             raise _body_error(f"notification is not valid JSON: {error}", 0) from None
-        if type(members) is dict:
-            # The common case, checked with exact types (what the JSON
-            # decoder builds) and the instance filled in place, as _set()
-            # does; anything else takes _from_members(), whose checks accept
-            # a superset and say what is wrong.
-            method = members.get("method")
-            params = members.get("params")
-            if type(method) is str and (params is None or type(params) is dict):
-                self = _new_object(cls)
-                self._members = members
-                if tagged:
-                    self._raw = None
-                    self._message = data
-                else:
-                    self._raw = data
-                    self._message = None
-                self._view = _NOT_CLASSIFIED
-                self._canonical = None
-                return self
+        self = cls._adopt(members, data, tagged)
+        if self is not None:
+            return self
         return cls._from_members(members, data[1:] if tagged else data)
+
+    @classmethod
+    def _decode_each(cls, messages: list[bytes]) -> list[Notification] | None:
+        """``_decode(message, True)`` of every message, at once; ``None`` if any is not plain.
+
+        Plain: what :func:`~._json.parse_each` reads at once, and a
+        notification :meth:`_adopt` takes. Otherwise ``_decode`` of each
+        says what each message is (or what is wrong with it).
+        """
+        values = parse_each(messages, 1)
+        if values is None:
+            return None
+        adopt = cls._adopt
+        notifications: list[Notification] = []
+        append = notifications.append
+        for members, data in zip(values, messages, strict=True):
+            notification = adopt(members, data, True)
+            if notification is None:
+                return None
+            append(notification)
+        return notifications
+
+    @classmethod
+    def _adopt(cls, members: Any, data: bytes, tagged: bool) -> Notification | None:
+        """The notification ``members`` (decoded from ``data``) is, built in place; else ``None``.
+
+        The common case, checked with exact types (what the JSON decoder
+        builds) and the instance filled in as _set() does; ``None`` sends
+        the members to _from_members(), whose checks accept a superset and
+        say what is wrong.
+        """
+        if type(members) is not dict:
+            return None
+        method = members.get("method")
+        params = members.get("params")
+        if type(method) is not str or not (params is None or type(params) is dict):
+            return None
+        self = _new_object(cls)
+        self._members = members
+        if tagged:
+            self._raw = None
+            self._message = data
+        else:
+            self._raw = data
+            self._message = None
+        self._view = _NOT_CLASSIFIED
+        self._canonical = None
+        return self
 
     @classmethod
     def from_json(cls, value: str | Mapping[str, Any]) -> Notification:

@@ -53,8 +53,11 @@ from .sequence import PathState, Profile, SequenceMachine
 # from here); their tables are in :mod:`.proxy_table` and :mod:`.exchange`.
 __all__ = ["AnswerState", "ExchangeConnection", "ProxyConnection", "ProxyState"]
 
-# How many complete frames one step of next_event() hands to the rules.
+# How many complete frames one step of next_event() hands to the rules, and
+# how many bytes of them: past a few large messages, what is decoded ahead of
+# the caller would only leave the processor's caches before it is read.
 _FRAMES_PER_STEP: Final = 32
+_BYTES_PER_STEP: Final = 16 * 1024
 # The hot path's shortcut, derived from the table once, at import.
 _IN_BATCHES: Final = takes_frames_in_batches(PROXY_TRANSITIONS)
 
@@ -351,10 +354,12 @@ class _AskConnection(Generic[_R]):
         decoder = self._decoder
         assert decoder is not None
         handed = 0
-        while handed < _FRAMES_PER_STEP:
-            payloads = decoder.next_payloads(_FRAMES_PER_STEP - handed)
+        room = _BYTES_PER_STEP
+        while handed < _FRAMES_PER_STEP and room > 0:
+            payloads = decoder.next_payloads(_FRAMES_PER_STEP - handed, room)
             if payloads:
                 handed += len(payloads)
+                room -= sum(map(len, payloads))
                 self._to_rules(None, payloads)
                 if self._state is not ProxyState.STREAMING:
                     return True

@@ -34,9 +34,10 @@ from .events import (
     StreamErrored,
     StreamOpened,
     notification_received,
+    notifications_received,
 )
 from .mcp import ErrorData, Notification
-from .messages import decode_message
+from .messages import decode_message, decode_notifications
 
 __all__ = [
     "GRAMMAR_POINTS",
@@ -289,6 +290,13 @@ class SequenceMachine:
         # The common case, read from the table once per state rather than
         # once per message: a notification keeps the state.
         stays = self._notification_stays
+        if stays and type(payloads) is list and len(payloads) > 1:
+            # A run of notifications that keep the state: decoded at once.
+            notifications = decode_notifications(payloads)
+            if notifications is not None:
+                self._messages += len(notifications)
+                self._events.extend(notifications_received(notifications))
+                return
         for payload in payloads:
             try:
                 message = decode_message(payload)
