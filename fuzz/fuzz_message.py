@@ -10,7 +10,8 @@ the writers' strict helpers agree with the decoder: a notification's JSON
 byte for byte; what the decoder rejects as a body they refuse with
 ``LocalProtocolError``; the wrong types are a ``TypeError``. A body that is
 a JSON object is a one-shot result to send (as it is, or as the mapping it
-decodes to), and any other body is refused as one.
+decodes to), and any other body is refused as one. A run of messages
+decoded at once (``decode_notifications``) gives what decoding each gives.
 
     python fuzz/fuzz_message.py -max_total_time=60
 
@@ -34,7 +35,12 @@ from diverge_notifications.sansio import (
     encode_message,
 )
 from diverge_notifications.sansio._json import JsonError, parse
-from diverge_notifications.sansio.messages import result_json, to_error, to_notification
+from diverge_notifications.sansio.messages import (
+    decode_notifications,
+    result_json,
+    to_error,
+    to_notification,
+)
 
 #: The module fuzzed (tests/test_fuzz_coverage.py measures how much of it the seeds run).
 TARGET = decode_message.__module__
@@ -134,6 +140,16 @@ def _result_agrees(body: bytes) -> None:
     _refused(result_json, [value], error=TypeError)
 
 
+def _runs_agree(data: bytes) -> None:
+    """Runs of messages decoded at once give what decoding each gives, or are refused."""
+    for run in ([data, data], [data, SEEDS[0]], [SEEDS[1], data], [data[:1], data[1:]]):
+        at_once = decode_notifications(run)
+        if at_once is None:
+            continue
+        assert at_once == [decode_message(item) for item in run]
+        assert [item.to_bytes() for item in at_once] == [item[1:] for item in run]
+
+
 def TestOneInput(data: bytes) -> None:
     message = check_codec(data, decode_message, encode_message, FrameError, FrameErrorReason)
     for other in (bytearray(data), memoryview(data)):
@@ -142,6 +158,7 @@ def TestOneInput(data: bytes) -> None:
         except FrameError:
             assert message is None
     _writers_agree(data, message)
+    _runs_agree(data)
     if isinstance(message, Notification):
         assert isinstance(message.method, str)
         assert message.kind is not None

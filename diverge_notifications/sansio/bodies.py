@@ -324,6 +324,11 @@ def _plain_chunks(buffer: bytes, start: int) -> tuple[list[bytes], int]:
     every pair before it is a whole chunk: the same chunks as the loop of
     :meth:`ChunkedBody._whole_chunks` takes, for a fraction of the cost.
     """
+    # Worth a window only if the first chunk is small: its size line and
+    # data end (at a CRLF) within the window's first few parts.
+    line_end = buffer.find(_CRLF, start, start + _PLAIN_SIZE_LINE_MAX)
+    if line_end < 0 or buffer.find(_CRLF, line_end + 2, start + _WINDOW // _FEW_CHUNKS) < 0:
+        return [], start
     parts = buffer[start : start + _WINDOW].split(_CRLF)
     # A data part followed by a CRLF is whole; the last part never is.
     datas = parts[1:-1:2]

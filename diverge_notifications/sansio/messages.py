@@ -111,10 +111,8 @@ def decode_notifications(payloads: list[bytes]) -> list[Notification] | None:
     notifications = _decode_notifications(payloads)
     if notifications is None or set(map(type, payloads)) != _ONLY_BYTES:
         return None  # (a notification keeps the bytes it came from, as bytes)
-    try:
-        tags = bytes(map(_first_byte, payloads))
-    except IndexError:  # an empty message
-        return None
+    # Each payload held a value after its first byte, so it has one.
+    tags = bytes(map(_first_byte, payloads))
     if tags.count(NOTIFICATION_TAG_BYTE) != len(tags):
         return None
     return notifications
