@@ -12,6 +12,8 @@ event, and no :class:`ReaskNeeded`.
 from __future__ import annotations
 
 import enum
+from collections import deque
+from itertools import repeat
 from typing import Any, Final, Literal
 
 import attrs
@@ -124,12 +126,11 @@ def notification_received(notification: Notification) -> NotificationReceived:
 
 def notifications_received(notifications: list[Notification]) -> list[NotificationReceived]:
     """:func:`notification_received` of each notification, in one call."""
-    events: list[NotificationReceived] = []
-    append = events.append
-    for notification in notifications:
-        event = _new_event(NotificationReceived)
-        _set_notification(event, notification)
-        append(event)
+    # C-level loops: the events made, then each one's field set.
+    events: list[NotificationReceived] = list(
+        map(_new_event, repeat(NotificationReceived, len(notifications)))
+    )
+    deque(map(_set_notification, events, notifications), 0)
     return events
 
 

@@ -14,7 +14,7 @@ make a message undecodable, are listed on :meth:`Notification.from_bytes`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -159,9 +159,9 @@ class Notification:
             members = parse(data, 1 if tagged else 0)
         except JsonError as error:
             raise _body_error(f"notification is not valid JSON: {error}", 0) from None
-        self = cls._adopt(members, data, tagged)
-        if self is not None:
-            return self
+        adopted = cls._adopt((members,), (data,), tagged)
+        if adopted is not None:
+            return adopted[0]
         return cls._from_members(members, data[1:] if tagged else data)
 
     @classmethod
@@ -173,44 +173,43 @@ class Notification:
         says what each message is (or what is wrong with it).
         """
         values = parse_each(messages, 1)
-        if values is None:
-            return None
-        adopt = cls._adopt
-        notifications: list[Notification] = []
-        append = notifications.append
-        for members, data in zip(values, messages, strict=True):
-            notification = adopt(members, data, True)
-            if notification is None:
-                return None
-            append(notification)
-        return notifications
+        return None if values is None else cls._adopt(values, messages, True)
 
     @classmethod
-    def _adopt(cls, members: Any, data: bytes, tagged: bool) -> Notification | None:
-        """The notification ``members`` (decoded from ``data``) is, built in place; else ``None``.
+    def _adopt(
+        cls, values: Sequence[Any], sources: Sequence[bytes], tagged: bool
+    ) -> list[Notification] | None:
+        """The notifications ``values`` (decoded from ``sources``) are, built in place, or ``None``.
 
         The common case, checked with exact types (what the JSON decoder
-        builds) and the instance filled in as _set() does; ``None`` sends
-        the members to _from_members(), whose checks accept a superset and
-        say what is wrong.
+        builds) and each instance filled in as _set() does; ``None`` (if any
+        value is not such a notification) sends the members to
+        _from_members(), whose checks accept a superset and say what is
+        wrong. One loop for a whole run: no call per notification.
         """
-        if type(members) is not dict:
-            return None
-        method = members.get("method")
-        params = members.get("params")
-        if type(method) is not str or not (params is None or type(params) is dict):
-            return None
-        self = _new_object(cls)
-        self._members = members
-        if tagged:
-            self._raw = None
-            self._message = data
-        else:
-            self._raw = data
-            self._message = None
-        self._view = _NOT_CLASSIFIED
-        self._canonical = None
-        return self
+        new = _new_object
+        adopted: list[Notification] = []
+        append = adopted.append
+        # (zip without strict=: a call with a keyword costs as much as the rest.)
+        for members, data in zip(values, sources):  # noqa: B905 - of one length
+            if type(members) is not dict:
+                return None
+            method = members.get("method")
+            params = members.get("params")
+            if type(method) is not str or not (params is None or type(params) is dict):
+                return None
+            self = new(cls)
+            self._members = members
+            if tagged:
+                self._raw = None
+                self._message = data
+            else:
+                self._raw = data
+                self._message = None
+            self._view = _NOT_CLASSIFIED
+            self._canonical = None
+            append(self)
+        return adopted
 
     @classmethod
     def from_json(cls, value: str | Mapping[str, Any]) -> Notification:
