@@ -36,7 +36,8 @@ from diverge_notifications.sansio import (
 )
 from diverge_notifications.sansio.actions import Close, RunHandler, ServeAction, WaitUntil, Write
 from diverge_notifications.sansio.mcp import ErrorCode
-from diverge_notifications.sansio.serving import DEFAULT_LINGER, ServingConnection, ServingState
+from diverge_notifications.sansio.serving import ServingConnection, ServingState
+from diverge_notifications.sansio.serving_defaults import DEFAULT_LINGER
 
 KEEPALIVE = 5.0
 ASK_TIMEOUT = 2.0

@@ -42,7 +42,8 @@ from diverge_notifications.sansio.reports import (
     RefusalReport,
     ServeReport,
 )
-from diverge_notifications.sansio.serving import DEFAULT_LINGER, ServingState
+from diverge_notifications.sansio.serving import ServingState
+from diverge_notifications.sansio.serving_defaults import DEFAULT_LINGER
 
 REASON = "Redis broker redis://127.0.0.1:6379 channel 'diverge:notifications': connection lost"
 

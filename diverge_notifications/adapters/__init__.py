@@ -9,7 +9,7 @@ imported by this package. The defaults of their options are here.
 
 from ..sansio.events import ConnectionFailed
 from ..sansio.listening import DEFAULT_CONNECT_TIMEOUT
-from ..sansio.serving import (
+from ..sansio.serving_defaults import (
     DEFAULT_ASK_TIMEOUT,
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,

@@ -74,7 +74,7 @@ def _positive_seconds(text: str) -> float:
 
 
 def _keepalive_option(parser: argparse.ArgumentParser, text: str) -> None:
-    from ..sansio.serving import DEFAULT_KEEPALIVE_INTERVAL
+    from ..sansio.serving_defaults import DEFAULT_KEEPALIVE_INTERVAL
 
     parser.add_argument(
         "--keepalive",
@@ -114,7 +114,11 @@ def _count(text: str) -> int:
 def _serve_limits(parser: argparse.ArgumentParser) -> None:
     """``serve``'s limits: what a stalled, slow or crowding peer may cost (docs/cli.md)."""
     from ..sansio.hub import DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_SIZE
-    from ..sansio.serving import DEFAULT_BACKLOG, DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT
+    from ..sansio.serving_defaults import (
+        DEFAULT_BACKLOG,
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_STALL_TIMEOUT,
+    )
 
     parser.add_argument(
         "--stall-timeout",

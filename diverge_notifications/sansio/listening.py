@@ -51,7 +51,7 @@ from .mcp import Notification
 from .policy import ProxyPolicy
 from .proxy import ProxyConnection
 from .sequence import Profile
-from .serving import DEFAULT_KEEPALIVE_INTERVAL, check_positive
+from .serving_defaults import DEFAULT_KEEPALIVE_INTERVAL, check_positive
 from .urls import check_token_transport, parse_url
 
 __all__ = [

@@ -53,7 +53,7 @@ from .mcp import ErrorData
 from .policy import PolicyState, ProxyPolicy
 from .proxy import ExchangeConnection
 from .sequence import Profile
-from .serving import DEFAULT_KEEPALIVE_INTERVAL, check_positive
+from .serving_defaults import DEFAULT_KEEPALIVE_INTERVAL, check_positive
 from .urls import Endpoint, parse_url
 
 __all__ = [

@@ -59,13 +59,9 @@ from .sequence import Profile
 from .server import ServerConnection
 from .serving_defaults import (
     DEFAULT_ASK_TIMEOUT,
-    DEFAULT_BACKLOG,
-    DEFAULT_CLOSE_TIMEOUT,
-    DEFAULT_EXCHANGE_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
     DEFAULT_LINGER,
     DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_DISCARD,
     DEFAULT_STALL_TIMEOUT,
     DEFAULT_WRITE_BUFFER,
@@ -84,23 +80,11 @@ from .serving_table import (
 from .suspension import NOT_SERVED_STATUS, RETRY_AFTER, internal_error, not_served_now, path_end
 
 __all__ = [
-    "DEFAULT_ASK_TIMEOUT",
-    "DEFAULT_BACKLOG",
-    "DEFAULT_CLOSE_TIMEOUT",
-    "DEFAULT_EXCHANGE_TIMEOUT",
-    "DEFAULT_KEEPALIVE_INTERVAL",
-    "DEFAULT_LINGER",
-    "DEFAULT_MAX_BATCH",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_MAX_DISCARD",
-    "DEFAULT_STALL_TIMEOUT",
-    "DEFAULT_WRITE_BUFFER",
     "SERVING_TRANSITIONS",
     "ServingConnection",
     "ServingInput",
     "ServingOutcome",
     "ServingState",
-    "check_positive",
 ]
 
 _CLOSE: Final = Close()

@@ -1,8 +1,9 @@
 """The serving side's defaults: the limits a server starts with, and the check of a positive value.
 
 Read by the serving driver (:mod:`.serving`), the server's settings
-(:mod:`.serve_settings`) and the listener driver; ``docs/adapters.md``
-lists every option with its default.
+(:mod:`.serve_settings`), the listener and exchange drivers, the adapters
+and the command line, each from here; ``docs/adapters.md`` lists every
+option with its default.
 """
 
 from __future__ import annotations
