@@ -18,13 +18,7 @@ import sys
 
 from ..sansio import Ask, AskError, StreamBroken, decode_ask
 from .output import closed_stdout, compact_json, say, silence_stdout
-from .parser import (
-    ASK_KINDS,
-    check_listen_url,
-    check_plaintext_token,
-    listen_tls_context,
-    resolve_token,
-)
+from .parser import ASK_KINDS, listener_connection
 from .running import (
     EXIT_BROKEN,
     EXIT_ERRORED,
@@ -90,10 +84,7 @@ async def _ask(
 def run_ask(args: argparse.Namespace) -> int:
     """Run ``ask`` with its parsed arguments; return the exit status."""
     try:
-        check_listen_url(args.url)
-        token = resolve_token(args, listening=True)
-        tls = listen_tls_context(args.url, args.cafile)
-        check_plaintext_token(args.url, token, allowed=args.allow_plaintext_token)
+        token, tls = listener_connection(args)
         ask = ask_of(args.kind, args.params)
     except ValueError as error:
         say(f"{PROG} ask: error: {error}")

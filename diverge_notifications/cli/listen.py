@@ -42,7 +42,7 @@ from .output import (
     stdout_is_a_terminal,
     write_json_line,
 )
-from .parser import check_listen_url, check_plaintext_token, listen_tls_context, resolve_token
+from .parser import listener_connection
 from .running import (
     EXIT_BROKEN,
     EXIT_ERRORED,
@@ -196,10 +196,7 @@ async def _listen(
 def run_listen(args: argparse.Namespace) -> int:
     """Run ``listen`` with its parsed arguments; return the exit status."""
     try:
-        check_listen_url(args.url)
-        token = resolve_token(args, listening=True)
-        tls = listen_tls_context(args.url, args.cafile)
-        check_plaintext_token(args.url, token, allowed=args.allow_plaintext_token)
+        token, tls = listener_connection(args)
     except ValueError as error:
         say(f"{PROG} listen: error: {error}")
         return EXIT_USAGE

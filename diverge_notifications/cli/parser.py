@@ -30,6 +30,7 @@ __all__ = [
     "check_plaintext_token",
     "check_token",
     "listen_tls_context",
+    "listener_connection",
     "read_token_file",
     "resolve_token",
     "serve_tls_context",
@@ -526,3 +527,18 @@ def serve_tls_context(certfile: str | None, keyfile: str | None) -> ssl.SSLConte
     except OSError as error:
         files = f"--certfile {certfile}" + (f" --keyfile {keyfile}" if keyfile else "")
         raise ValueError(f"cannot load {files}: {describe_load_error(error)}") from None
+
+
+def listener_connection(args: argparse.Namespace) -> tuple[str | None, ssl.SSLContext | None]:
+    """The token and the ``ssl=`` context of ``listen`` or ``ask``, from their options, checked.
+
+    The URL must be one to ask (:func:`check_listen_url`), the token usable
+    (:func:`resolve_token`), ``--cafile`` loadable (:func:`listen_tls_context`)
+    and the token not sent in cleartext unless allowed
+    (:func:`check_plaintext_token`). Raises ``ValueError`` saying why not.
+    """
+    check_listen_url(args.url)
+    token = resolve_token(args, listening=True)
+    tls = listen_tls_context(args.url, args.cafile)
+    check_plaintext_token(args.url, token, allowed=args.allow_plaintext_token)
+    return token, tls
