@@ -390,3 +390,19 @@ def test_a_cut_in_the_middle_is_sound() -> None:
         raw = nested(depth).encode()
         assert raw[: len(raw) // 2].count(b"[") == depth
         expect_depth_and_agreement(raw, depth)
+
+
+@pytest.mark.parametrize("depth", [LIMIT, MAX_DEPTH])
+@pytest.mark.parametrize("level", ["[", '{"k":'])
+@pytest.mark.parametrize("side", ["first half", "second half"])
+def test_a_chain_in_one_half_is_counted_there(depth: int, level: str, side: str) -> None:
+    # The whole chain in one half and a plain string in the other: of the
+    # cut's four counts (opening and closing, arrays and objects) only one
+    # sees the chain's brackets on the side it counts, so each must count.
+    chain = level * (depth - 1) + "1" + ("]" if level == "[" else "}") * (depth - 1)
+    padding = json.dumps("x" * (2 * len(chain)))
+    text = f"[{chain},{padding}]" if side == "first half" else f"[{padding},{chain}]"
+    raw = text.encode()
+    half = raw[: len(raw) // 2] if side == "first half" else raw[len(raw) // 2 :]
+    assert chain.encode() in half
+    expect_depth_and_agreement(raw, depth)

@@ -290,11 +290,22 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
     # brackets or the second part MAX_DEPTH closing ones (counted in strings
     # too, which only adds to them). Cut in the middle, a text with fewer
     # than about 2 * MAX_DEPTH arrays and objects fails both, and is done.
+    #
+    # Each count is ``replace`` with a count, the cheapest bounded count: it
+    # finds each bracket with ``memchr`` and stops at MAX_DEPTH, where
+    # ``count`` looks at every byte of the text.
     middle = len(raw) // 2
-    if _fewer_than_max_depth(raw[:middle], b"{", b"[") and _fewer_than_max_depth(
-        raw[middle:], b"}", b"]"
-    ):
-        return
+    first = raw[:middle]
+    size = len(first)
+    opened = size - len(first.replace(b"{", b"", MAX_DEPTH))
+    opened += size - len(first.replace(b"[", b"", MAX_DEPTH))
+    if opened < MAX_DEPTH:
+        second = raw[middle:]
+        size = len(second)
+        closed = size - len(second.replace(b"}", b"", MAX_DEPTH))
+        closed += size - len(second.replace(b"]", b"", MAX_DEPTH))
+        if closed < MAX_DEPTH:
+            return
     marks = raw.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
     if raw.find(b"\\") >= 0:
         if raw.count(b"\\") * _SPARSE_ESCAPES > len(raw):
@@ -320,18 +331,6 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
         if not brackets:
             return
     _check_depth(value)
-
-
-def _fewer_than_max_depth(text: bytes, first: bytes, second: bytes) -> bool:
-    """Whether ``text`` holds fewer than MAX_DEPTH bytes that are ``first`` or ``second``."""
-    # ``replace`` with a count is the cheapest bounded count: it finds each
-    # byte with ``memchr`` and stops at the count, where ``count`` looks at
-    # every byte of the text.
-    found = len(text) - len(text.replace(first, b"", MAX_DEPTH))
-    return (
-        found < MAX_DEPTH
-        and found + len(text) - len(text.replace(second, b"", MAX_DEPTH - found)) < MAX_DEPTH
-    )
 
 
 _CONTAINER_TYPES: Final = frozenset({dict, list})

@@ -161,6 +161,12 @@ class _Chunked(enum.Enum):
     DONE = "done"
 
 
+# The states by module names: on Python before 3.12 an enum member read from
+# its class goes through the enum type's __getattr__ hook, several times the
+# cost of a global, and the reader looks its state up on every call.
+_SIZE_LINE, _DATA, _DATA_END, _TRAILER, _DONE = _Chunked
+
+
 class ChunkedBody(BodyReader):
     """A chunked body (RFC 9112 §7.1), read strictly.
 
@@ -185,7 +191,7 @@ class ChunkedBody(BodyReader):
         self._max_line = max_line
         # Whether every plain chunk-size line is within the limit.
         self._whole_chunks_fit = max_line >= _PLAIN_SIZE_LINE_MAX
-        self._state = _Chunked.SIZE_LINE
+        self._state = _SIZE_LINE
         self._remaining = 0
         self._scan = 0
         self._trailer_size = 0
@@ -193,18 +199,19 @@ class ChunkedBody(BodyReader):
     def read(self) -> BodyPiece:
         while True:
             state = self._state
-            if state is _Chunked.SIZE_LINE and self._whole_chunks_fit:
+            if state is _SIZE_LINE and self._whole_chunks_fit:
                 whole = self._whole_chunks()
                 if whole is not None:
                     return whole
-            if state is _Chunked.DATA:
+                state = self._state  # it may have read the size line of a chunk in progress
+            if state is _DATA:
                 piece = self._take(self._remaining)
                 if piece is not None:
                     self._remaining -= len(piece)
                     if not self._remaining:
-                        self._state = _Chunked.DATA_END
+                        self._state = _DATA_END
                 return piece
-            if state is _Chunked.DATA_END:
+            if state is _DATA_END:
                 start = self._start
                 tail = self._buffer[start : start + 2]
                 if tail != _CRLF:
@@ -213,21 +220,21 @@ class ChunkedBody(BodyReader):
                     self._keep_partial_only()
                     return None
                 self._consume(start + 2)
-                self._state = _Chunked.SIZE_LINE
+                self._state = _SIZE_LINE
                 continue
-            if state is _Chunked.DONE:
+            if state is _DONE:
                 return END
             line = self._next_line()
             if line is None or isinstance(line, Bad):
                 return line
-            if state is _Chunked.SIZE_LINE:
+            if state is _SIZE_LINE:
                 match = _CHUNK_SIZE_LINE.fullmatch(line)
                 if match is None:
                     return Bad(f"{_BROKEN_CHUNKS}: a chunk-size line is not valid: {_show(line)}")
                 self._remaining = int(match[1], 16)
-                self._state = _Chunked.DATA if self._remaining else _Chunked.TRAILER
+                self._state = _DATA if self._remaining else _TRAILER
             elif not line:
-                self._state = _Chunked.DONE
+                self._state = _DONE
             elif _TRAILER_FIELD.fullmatch(line) is None:
                 return Bad(f"{_BROKEN_CHUNKS}: a trailer line is not a field: {_show(line)}")
 
@@ -238,12 +245,14 @@ class ChunkedBody(BodyReader):
         extensions), all of its data and the CRLF after it. Taking those
         here in one call gives exactly what the step-by-step reading gives,
         which handles everything else (and every error) where this stops.
+        Where it stops at a plain size line whose chunk is not all held, it
+        reads that line too, and leaves the reader in its data.
         """
         buffer = self._buffer
         if type(buffer) is not bytes:
             return None
         start = self._start
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
         # Small chunks are taken a window at a time; the loop below takes
         # what remains (or what a window cannot: other spellings of the
         # size, a chunk larger than a window) one chunk at a time. Once a
@@ -255,6 +264,9 @@ class ChunkedBody(BodyReader):
             if len(taken) < _FEW_CHUNKS:
                 break
         find = buffer.find
+        # The loop's chunks are large: they are joined out of views of the
+        # buffer, one copy where slices would make two.
+        view = memoryview(buffer)
         # No regular expression here: a search for the CRLF, a strip of the
         # hex digits and ``startswith`` cost half as much per chunk as a
         # match, which is most of the cost of a chunk that holds one frame.
@@ -268,21 +280,30 @@ class ChunkedBody(BodyReader):
                 break  # not digits only: an extension, a space, not hex at all
             data_start = line_end + 2
             data_end = data_start + int(size_text, 16)
-            if data_end == data_start or not buffer.startswith(_CRLF, data_end):
-                break  # the last chunk (the trailer section follows), or not whole
-            pieces.append(buffer[data_start:data_end])
+            if data_end == data_start:
+                break  # the last chunk: the trailer section follows
+            if not buffer.startswith(_CRLF, data_end):
+                # The chunk goes on past what is held (or its data is not
+                # followed by CRLF): its size line is read, and its data
+                # and what follows are taken step by step.
+                self._remaining = data_end - data_start
+                self._state = _DATA
+                start = data_start
+                break
+            pieces.append(view[data_start:data_end])
             start = data_end + 2
+        if start != self._start:
+            self._consume(start)
+            self._scan = 0
         if not pieces:
             return None
-        self._consume(start)
-        self._scan = 0
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
 
     def _next_line(self) -> bytes | Bad | None:
         """The next line without its CRLF, within the limit; ``None`` if it is incomplete."""
         buffer, start = self._buffer, self._start
         end = buffer.find(_CRLF, start + self._scan)
-        trailer = self._state is _Chunked.TRAILER
+        trailer = self._state is _TRAILER
         used = self._trailer_size if trailer else 0
         # A line too long is refused as soon as that is certain, complete or
         # not, so that the outcome does not depend on where reads end.
@@ -309,6 +330,8 @@ class ChunkedBody(BodyReader):
 # than the window (and each window it takes consumes at least one chunk).
 _WINDOW: Final = 16 * 1024
 _FEW_CHUNKS: Final = 4
+# A chunk of fewer than 16**3 bytes, a quarter of a window.
+_SMALL_SIZE_DIGITS: Final = 3
 _lower_hex: Final = b"%x".__mod__
 
 
@@ -324,10 +347,12 @@ def _plain_chunks(buffer: bytes, start: int) -> tuple[list[bytes], int]:
     every pair before it is a whole chunk: the same chunks as the loop of
     :meth:`ChunkedBody._whole_chunks` takes, for a fraction of the cost.
     """
-    # Worth a window only if the first chunk is small: its size line and
-    # data end (at a CRLF) within the window's first few parts.
-    line_end = buffer.find(_CRLF, start, start + _PLAIN_SIZE_LINE_MAX)
-    if line_end < 0 or buffer.find(_CRLF, line_end + 2, start + _WINDOW // _FEW_CHUNKS) < 0:
+    # Worth a window only if the first chunk is small: a size of at most
+    # _SMALL_SIZE_DIGITS hex digits (read from where its CRLF is, not by a
+    # search of the data for the next one: a two-byte search is a loop
+    # over every byte, a few microseconds per window it scans).
+    line_end = buffer.find(_CRLF, start, start + _SMALL_SIZE_DIGITS + 2)
+    if line_end <= start:
         return [], start
     parts = buffer[start : start + _WINDOW].split(_CRLF)
     # A data part followed by a CRLF is whole; the last part never is.
