@@ -153,6 +153,41 @@ def test_only_the_partial_frame_is_held_after_a_read() -> None:
     assert decoder.buffered == 30
 
 
+def test_a_frame_completed_by_a_read_comes_first_and_the_read_is_adopted() -> None:
+    # The end of a straddling frame and then whole frames: the straddling
+    # one is taken first, the read itself is kept (not copied) for the rest.
+    first = encode_frame(b"a" * 50)
+    read = first[30:] + encode_frame(b"b" * 40) + encode_frame(b"") + encode_frame(b"c")[:2]
+    decoder = FrameDecoder()
+    decoder.feed(first[:30])
+    decoder.feed(read)
+    assert not decoder.at_boundary
+    assert decoder._buffer is read  # what is held is the read itself
+    assert decoder.next_payloads(1) == [b"a" * 50]
+    assert decoder.next_frame() == b"b" * 40
+    assert decoder.next_frame() is KEEPALIVE
+    assert decoder.next_frame() is None and decoder.partial_frame() == (2, None)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_a_completed_frame_counts_towards_next_payloads_bounds(limit: int) -> None:
+    payloads = [b"x" * 20, b"y" * 20, b"z" * 20]
+    stream = b"".join(map(encode_frame, payloads))
+    decoder = FrameDecoder()
+    decoder.feed(stream[:10])
+    decoder.feed(stream[10:])
+    assert decoder.next_payloads(limit) == payloads[:limit]
+    assert decoder.next_payloads(10, max_bytes=1) == payloads[limit : limit + 1]
+
+
+def test_a_frame_over_the_limit_is_refused_even_when_a_read_completes_it() -> None:
+    decoder = FrameDecoder(max_frame_size=10)
+    frame = encode_frame(b"q" * 11)
+    decoder.feed(frame[:5])
+    decoder.feed(frame[5:])
+    assert decoder.next_frame() == FrameTooLarge(11, 10)
+
+
 def test_limits_are_checked() -> None:
     with pytest.raises(ValueError):
         FrameDecoder(max_frame_size=0)

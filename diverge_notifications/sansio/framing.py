@@ -183,9 +183,13 @@ class FrameDecoder(OffsetBuffer):
     buffered, and every later call returns the same value) or ``None`` when
     more bytes are needed. Costs are linear in the input however it is
     split (see :class:`OffsetBuffer`).
+
+    A frame that straddles two feeds is joined on its own when the second
+    feed completes it, and the bytes after it are adopted rather than
+    copied along with it: a large read then costs one copy of each frame.
     """
 
-    __slots__ = ("_failed", "_max_frame_size")
+    __slots__ = ("_failed", "_max_frame_size", "_ready")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if max_frame_size < 1:
@@ -193,6 +197,8 @@ class FrameDecoder(OffsetBuffer):
         super().__init__()
         self._max_frame_size = max_frame_size
         self._failed: FrameTooLarge | None = None
+        # A straddling frame completed by a feed, ahead of what is buffered.
+        self._ready: bytes | None = None
 
     @property
     def max_frame_size(self) -> int:
@@ -202,7 +208,7 @@ class FrameDecoder(OffsetBuffer):
     @property
     def at_boundary(self) -> bool:
         """True when no partial frame is buffered (and no frame was too large)."""
-        return self._failed is None and len(self._buffer) == self._start
+        return self._failed is None and self._ready is None and len(self._buffer) == self._start
 
     def partial_frame(self) -> tuple[int, int | None]:
         """What is buffered of the frame in progress: ``(bytes held, frame size)``.
@@ -217,8 +223,23 @@ class FrameDecoder(OffsetBuffer):
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append bytes to the stream. Ignored after an oversized frame."""
-        if self._failed is None:
-            super().feed(data)
+        if self._failed is not None:
+            return
+        buffer = self._buffer
+        start = self._start
+        held = len(buffer) - start
+        if held >= _PREFIX and self._ready is None and type(data) is bytes:
+            (length,) = _read_length(buffer, start)
+            missing = _PREFIX + length - held
+            if 0 < missing <= len(data) and length <= self._max_frame_size:
+                # The frame in progress ends in these bytes: it is joined on
+                # its own, and the bytes after it are adopted.
+                with memoryview(buffer) as pending, memoryview(data) as fresh:
+                    self._ready = b"".join((pending[start + _PREFIX :], fresh[:missing]))
+                self._buffer = data if missing < len(data) else b""
+                self._start = missing if missing < len(data) else 0
+                return
+        super().feed(data)
 
     def next_payloads(self, limit: int, max_bytes: int | None = None) -> list[bytes] | None:
         """Up to ``limit`` message payloads (``limit >= 1``) from the complete frames held.
@@ -241,6 +262,14 @@ class FrameDecoder(OffsetBuffer):
         most = self._max_frame_size
         # (Without max_bytes, room for more than all the buffer holds.)
         room = size + 1 if max_bytes is None else max_bytes
+        ready = self._ready
+        if ready is not None:
+            self._ready = None
+            append(ready)
+            limit -= 1
+            room -= len(ready)
+            if not limit or room <= 0:
+                return payloads
         # Frames are sliced out of bytes directly, and out of a bytearray
         # through a view released before the buffer is consumed.
         whole = buffer if type(buffer) is bytes else None
@@ -287,6 +316,10 @@ class FrameDecoder(OffsetBuffer):
         """The next complete frame, a marker, or ``None`` if more bytes are needed."""
         if self._failed is not None:
             return self._failed
+        ready = self._ready
+        if ready is not None:
+            self._ready = None
+            return ready
         buffer = self._buffer
         start = self._start
         available = len(buffer) - start
