@@ -357,8 +357,9 @@ def records(count: int) -> str:
 @pytest.mark.parametrize("depth", [LIMIT, MAX_DEPTH])
 @pytest.mark.parametrize("siblings", [0, 40, 300])
 def test_nesting_beside_many_siblings(depth: int, siblings: int) -> None:
-    # Few siblings: the halves of the text hold too few brackets for the
-    # nesting, which is known without finding the strings; many: no bracket
+    # No siblings: too few brackets for the nesting (fewer than 128 opening
+    # ones, or fewer than 128 closing ones after the 128th opening one),
+    # which is known without finding the strings; with siblings: no bracket
     # is in a string (every run of quotes between brackets is even), so the
     # brackets are counted as they are.
     members = (
@@ -374,7 +375,7 @@ def test_nesting_beside_many_siblings(depth: int, siblings: int) -> None:
 def test_nesting_hidden_by_brackets_in_strings(depth: int) -> None:
     # Each level opens with a string "]" and closes with a string "[", so
     # that the brackets counted with the strings' own look flat, and many
-    # siblings keep the halves of the text from deciding: the strings must
+    # siblings keep the counts of brackets from deciding: the strings must
     # be found and left out.
     text = '["]",' * (depth - 2) + "[" + records(300) + "]" + ',"["]' * (depth - 2)
     raw = text.encode()
@@ -383,9 +384,9 @@ def test_nesting_hidden_by_brackets_in_strings(depth: int) -> None:
     expect_depth_and_agreement(raw, depth)
 
 
-def test_a_cut_in_the_middle_is_sound() -> None:
-    # Every opening bracket in the first half and every closing one in the
-    # second: the middle cut finds MAX_DEPTH on one side, and so the count.
+def test_the_counts_see_a_chain_that_is_all_the_brackets() -> None:
+    # Every opening bracket before every closing one: the 128th opening
+    # bracket is the innermost, and 128 closing ones follow it.
     for depth in (LIMIT, MAX_DEPTH):
         raw = nested(depth).encode()
         assert raw[: len(raw) // 2].count(b"[") == depth
@@ -395,10 +396,10 @@ def test_a_cut_in_the_middle_is_sound() -> None:
 @pytest.mark.parametrize("depth", [LIMIT, MAX_DEPTH])
 @pytest.mark.parametrize("level", ["[", '{"k":'])
 @pytest.mark.parametrize("side", ["first half", "second half"])
-def test_a_chain_in_one_half_is_counted_there(depth: int, level: str, side: str) -> None:
-    # The whole chain in one half and a plain string in the other: of the
-    # cut's four counts (opening and closing, arrays and objects) only one
-    # sees the chain's brackets on the side it counts, so each must count.
+def test_a_chain_of_either_kind_is_counted_where_it_lies(depth: int, level: str, side: str) -> None:
+    # A whole chain of arrays or of objects, before or after a long plain
+    # string: the counts read "[" as "{" and "]" as "}", and must find the
+    # chain's brackets wherever it lies.
     chain = level * (depth - 1) + "1" + ("]" if level == "[" else "}") * (depth - 1)
     padding = json.dumps("x" * (2 * len(chain)))
     text = f"[{chain},{padding}]" if side == "first half" else f"[{padding},{chain}]"

@@ -284,28 +284,22 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
     passes over the text find them. Only a text dense in escapes has its
     value walked instead.
     """
-    # A chain of MAX_DEPTH nested arrays and objects opens all its levels
-    # before its innermost opening bracket and closes them all after it: so,
-    # wherever the text is cut in two, the first part holds MAX_DEPTH opening
-    # brackets or the second part MAX_DEPTH closing ones (counted in strings
-    # too, which only adds to them). Cut in the middle, a text with fewer
-    # than about 2 * MAX_DEPTH arrays and objects fails both, and is done.
+    # A chain of MAX_DEPTH nested arrays and objects opens all its levels by
+    # its innermost opening bracket and closes them all after it: so after
+    # the text's MAX_DEPTH-th opening bracket come at least MAX_DEPTH closing
+    # ones. A text with fewer openings, or fewer closings after that one, is
+    # done. (Brackets in strings are counted too, which only adds to both.)
     #
-    # Each count is ``replace`` with a count, the cheapest bounded count: it
-    # finds each bracket with ``memchr`` and stops at MAX_DEPTH, where
-    # ``count`` looks at every byte of the text.
-    middle = len(raw) // 2
-    first = raw[:middle]
-    size = len(first)
-    opened = size - len(first.replace(b"{", b"", MAX_DEPTH))
-    opened += size - len(first.replace(b"[", b"", MAX_DEPTH))
-    if opened < MAX_DEPTH:
-        second = raw[middle:]
-        size = len(second)
-        closed = size - len(second.replace(b"}", b"", MAX_DEPTH))
-        closed += size - len(second.replace(b"]", b"", MAX_DEPTH))
-        if closed < MAX_DEPTH:
-            return
+    # Each step is a C-level pass: "[" read as "{", the first MAX_DEPTH - 1
+    # of those replaced in place (one ``memchr`` per bracket, and the rest
+    # not looked at), then a search for the next one.
+    openings = raw.replace(b"[", b"{").replace(b"{", b" ", MAX_DEPTH - 1)
+    deepest = openings.find(b"{")
+    if deepest < 0:
+        return
+    closings = raw[deepest + 1 :].replace(b"]", b"}").replace(b"}", b" ", MAX_DEPTH - 1)
+    if b"}" not in closings:
+        return
     marks = raw.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
     if raw.find(b"\\") >= 0:
         if raw.count(b"\\") * _SPARSE_ESCAPES > len(raw):
