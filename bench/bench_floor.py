@@ -253,13 +253,19 @@ def raw_reader_child(port: int, count: int) -> None:
 async def serve_raw_reader(count: int, gap: float) -> float:
     """Write ``count`` bodies, one line each, ``gap`` seconds apart to a bare reader child."""
     bodies = progress_bodies(count)
+    written = asyncio.Event()
 
     async def write(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for body in bodies:
-            writer.write(body + b"\n")
-            await writer.drain()
-            await asyncio.sleep(gap)
-        writer.close()
+        try:
+            for body in bodies:
+                writer.write(body + b"\n")
+                await writer.drain()
+                await asyncio.sleep(gap)
+        except ConnectionError:
+            pass  # the reader had all it wanted
+        finally:
+            writer.close()
+            written.set()
 
     server = await asyncio.start_server(write, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -270,6 +276,8 @@ async def serve_raw_reader(count: int, gap: float) -> float:
         try:
             assert child.stdout is not None
             line = await asyncio.wait_for(child.stdout.readline(), 120)
+            # The writer is done before the server closes: not cancelled mid-sleep.
+            await asyncio.wait_for(written.wait(), 10)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 child.kill()
