@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 import pytest
 import trio
@@ -244,20 +244,32 @@ class AsyncioRunner:
 
     def listen(self, url: str, **options: Any) -> ListenerHandle:
         options.setdefault("keepalive_interval", KEEPALIVE)
+        return self.collect(lambda: asyncio_adapter.listen(url, **options))
+
+    def collect(self, items: Callable[[], Any], *, failure_as_item: bool = False) -> ListenerHandle:
+        """Iterate ``items()`` (an async generator) in the loop, into a :class:`Received`.
+
+        With ``failure_as_item``, an exception that ends the iteration is
+        put among the items, where a test meets it in order.
+        """
         received = Received()
 
         async def consume() -> None:
             try:
-                async with contextlib.aclosing(asyncio_adapter.listen(url, **options)) as items:
-                    async for item in items:
+                async with contextlib.aclosing(items()) as iterated:
+                    async for item in iterated:
                         received.put(item)
+            except Exception as error:
+                if not failure_as_item:
+                    raise
+                received.put(cast("Item", error))  # a test meets it in order
             finally:
                 received.finished.set()
 
         future = asyncio.run_coroutine_threadsafe(consume(), self.loop)
 
         def stop() -> None:
-            future.cancel()  # cancels the task that iterates the listener
+            future.cancel()  # cancels the task that iterates
 
         return ListenerHandle(received, stop=stop)
 
@@ -293,8 +305,10 @@ class TrioRunner:
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
         return trio.from_thread.run_sync(function, *args, trio_token=self.token)
 
-    def serve(self, hub: Hub, **options: Any) -> ServerHandle:
-        options.setdefault("keepalive_interval", KEEPALIVE)
+    def start_server(
+        self, hub: Hub, **options: Any
+    ) -> tuple[trio_adapter.Server, Callable[[], None]]:
+        """A server kept open in the loop's nursery, and what closes it (and waits)."""
         done = trio.Event()
         closed = threading.Event()
 
@@ -312,6 +326,11 @@ class TrioRunner:
             self.call(done.set)
             assert closed.wait(HANG)
 
+        return server, close
+
+    def serve(self, hub: Hub, **options: Any) -> ServerHandle:
+        options.setdefault("keepalive_interval", KEEPALIVE)
+        server, close = self.start_server(hub, **options)
         return ServerHandle(
             server.url,
             publish_many=lambda items: self.call(publish_each(server.publish), items),
@@ -321,15 +340,23 @@ class TrioRunner:
 
     def listen(self, url: str, **options: Any) -> ListenerHandle:
         options.setdefault("keepalive_interval", KEEPALIVE)
+        return self.collect(lambda: trio_adapter.listen(url, **options))
+
+    def collect(self, items: Callable[[], Any], *, failure_as_item: bool = False) -> ListenerHandle:
+        """Iterate ``items()`` (an async generator) in the nursery (see AsyncioRunner.collect)."""
         received = Received()
 
         async def consume(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
             try:
                 with trio.CancelScope() as scope:
                     task_status.started(scope)
-                    async with contextlib.aclosing(trio_adapter.listen(url, **options)) as items:
-                        async for item in items:
+                    async with contextlib.aclosing(items()) as iterated:
+                        async for item in iterated:
                             received.put(item)
+            except Exception as error:
+                if not failure_as_item:
+                    raise
+                received.put(cast("Item", error))  # a test meets it in order
             finally:
                 received.finished.set()
 
@@ -362,18 +389,26 @@ class BlockingRunner:
 
     def listen(self, url: str, **options: Any) -> ListenerHandle:
         options.setdefault("keepalive_interval", KEEPALIVE)
+        return self.collect(blocking_adapter.listen(url, **options))
+
+    @staticmethod
+    def collect(items: Any, *, failure_as_item: bool = False) -> ListenerHandle:
+        """Iterate ``items`` (a generator) in a thread (see AsyncioRunner.collect)."""
         received = Received()
-        listener = blocking_adapter.listen(url, **options)
 
         def consume() -> None:
             try:
-                for item in listener:
+                for item in items:
                     received.put(item)
+            except Exception as error:
+                if not failure_as_item:
+                    raise
+                received.put(cast("Item", error))  # a test meets it in order
             finally:
                 received.finished.set()
 
         threading.Thread(target=consume, daemon=True).start()
-        return ListenerHandle(received, stop=listener.close)
+        return ListenerHandle(received, stop=items.close)
 
     def close(self) -> None:
         pass

@@ -36,7 +36,6 @@ from test_adapters import (
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import parse_url
-from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.sansio import (
     Ask,
     ErrorData,
@@ -120,26 +119,11 @@ def serve_asyncio(runner: AsyncioRunner, hub: Hub, **options: Any) -> Served:
 
 
 def serve_trio(runner: TrioRunner, hub: Hub, **options: Any) -> Served:
-    done = trio.Event()
-    closed = threading.Event()
-
-    async def keep(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            async with trio_adapter.serve(hub, **options) as server:
-                task_status.started(server)
-                await done.wait()
-        finally:
-            closed.set()
+    server, close = runner.start_server(hub, **options)
 
     async def feed(items: list[Notification]) -> None:
         for item in items:
             await server.publish(item, wait=True)
-
-    server: trio_adapter.Server = runner.run(runner.nursery.start, keep)
-
-    def close() -> None:
-        runner.call(done.set)
-        assert closed.wait(HANG)
 
     return Served(server, runner.call, lambda items: runner.run(feed, items), close)
 

@@ -11,21 +11,18 @@ open" is checked from outside. No test asserts how long anything took.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import pytest
-import trio
 from test_adapters import (
     BACKOFF,
     HANG,
     KEEPALIVE,
     AsyncioRunner,
+    BlockingRunner,
     ListenerHandle,
-    Received,
     TrioRunner,
     free_port,
     wait_until,
@@ -36,7 +33,6 @@ from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.sansio import (
     Ask,
     ErrorData,
-    Event,
     Exchange,
     Hub,
     LocalProtocolError,
@@ -142,11 +138,6 @@ class ProxyHandle:
         return self._run(getattr(self.proxy, name), *args)
 
 
-def refused(received: Received, error: Exception) -> None:
-    """A reader's failure goes where its items go, so that a test meets it in order."""
-    received.put(cast("Notification | Event", error))
-
-
 def _token(keywords: dict[str, Any]) -> dict[str, Any]:
     return {"progress_token": keywords["progress_token"]} if "progress_token" in keywords else {}
 
@@ -158,24 +149,7 @@ def asyncio_handle(runner: AsyncioRunner, url: str, **options: Any) -> ProxyHand
         return runner.run(function(*args))
 
     def read() -> ListenerHandle:
-        received = Received()
-
-        async def consume() -> None:
-            try:
-                async with contextlib.aclosing(proxy.notifications()) as items:
-                    async for item in items:
-                        received.put(item)
-            except Exception as error:
-                refused(received, error)
-            finally:
-                received.finished.set()
-
-        future = asyncio.run_coroutine_threadsafe(consume(), runner.loop)
-
-        def stop() -> None:
-            future.cancel()  # cancels the task that reads the notifications
-
-        return ListenerHandle(received, stop=stop)
+        return runner.collect(proxy.notifications, failure_as_item=True)
 
     return ProxyHandle(proxy, run, read)
 
@@ -190,22 +164,7 @@ def trio_handle(runner: TrioRunner, url: str, **options: Any) -> ProxyHandle:
         return runner.run(call)
 
     def read() -> ListenerHandle:
-        received = Received()
-
-        async def consume(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-            try:
-                with trio.CancelScope() as scope:
-                    task_status.started(scope)
-                    async with contextlib.aclosing(proxy.notifications()) as items:
-                        async for item in items:
-                            received.put(item)
-            except Exception as error:
-                refused(received, error)
-            finally:
-                received.finished.set()
-
-        scope: trio.CancelScope = runner.run(runner.nursery.start, consume)
-        return ListenerHandle(received, stop=lambda: runner.call(scope.cancel))
+        return runner.collect(proxy.notifications, failure_as_item=True)
 
     return ProxyHandle(proxy, run, read)
 
@@ -217,20 +176,7 @@ def blocking_handle(url: str, **options: Any) -> ProxyHandle:
         return function(*args)
 
     def read() -> ListenerHandle:
-        received = Received()
-        items = proxy.notifications()
-
-        def consume() -> None:
-            try:
-                for item in items:
-                    received.put(item)
-            except Exception as error:
-                refused(received, error)
-            finally:
-                received.finished.set()
-
-        threading.Thread(target=consume, daemon=True).start()
-        return ListenerHandle(received, stop=items.close)
+        return BlockingRunner.collect(proxy.notifications(), failure_as_item=True)
 
     return ProxyHandle(proxy, run, read)
 
