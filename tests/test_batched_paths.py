@@ -37,6 +37,7 @@ from diverge_notifications.sansio import (
     NEED_DATA,
     ErrorData,
     Event,
+    Notification,
     NotificationReceived,
     Profile,
     ProxyConnection,
@@ -560,3 +561,23 @@ def test_every_three_way_split_of_the_body(body: bytes, drain_between: bool) -> 
             reads = [head, body[:first], body[first:second], body[second:]]
             grouping = [1, 1, 1, 1] if drain_between else [1, 2, 1]
             assert run_in_groups(reads, iter(grouping)) == expected, (first, second)
+
+
+def decoded_before_the_first_is_taken(payload_size: int, count: int) -> int:
+    """How many of ``count`` notifications, all in one read, one step decodes."""
+    data = {"text": "x" * payload_size}
+    note = Notification.from_json({"method": "notifications/message", "params": data})
+    connection = ProxyConnection(AUTHORITY)
+    connection.data_to_send()
+    connection.receive_data(path_head() + chunk(notification_frame(note) * count))
+    assert connection.next_event() == StreamOpened(channel=CHANNEL)
+    assert connection.next_event() == NotificationReceived(notification=note)
+    return connection.messages
+
+
+def test_a_step_decodes_a_run_of_short_messages_but_a_large_one_alone() -> None:
+    # What one step decodes stays alive until the caller takes it: short
+    # messages are decoded 32 at a time, a large one on its own.
+    assert decoded_before_the_first_is_taken(100, 100) == 32
+    assert decoded_before_the_first_is_taken(3500, 8) == 2
+    assert decoded_before_the_first_is_taken(8000, 8) == 1

@@ -63,6 +63,11 @@ class FrameTooLarge(Exception):
         self.length = length
         self.limit = limit
 
+    @property
+    def reason(self) -> str:
+        """Why a path that met this frame ended: its size and the option that bounds it."""
+        return f"a frame of {self.length} bytes is larger than max_frame_size ({self.limit} bytes)"
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FrameTooLarge):
             return NotImplemented
@@ -221,6 +226,13 @@ class FrameDecoder(OffsetBuffer):
             return held, None
         return held, _PREFIX + _read_length(self._buffer, self._start)[0]
 
+    def inside_frame(self) -> str:
+        """Where in a frame the stream stopped (:meth:`partial_frame`), said for people."""
+        held, size = self.partial_frame()
+        if size is None:
+            return f"inside a frame's length prefix ({held} of {PREFIX_SIZE} bytes)"
+        return f"inside a frame ({held} of {size} bytes)"
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append bytes to the stream. Ignored after an oversized frame."""
         if self._failed is not None:
@@ -298,7 +310,10 @@ class FrameDecoder(OffsetBuffer):
             if view is not None:
                 view.release()
         if start != self._start:
-            self._consume(start)
+            if whole is not None and start != size:
+                self._start = start  # what _consume() does here, without the call
+            else:
+                self._consume(start)
         if self._start and limit and room > 0:
             # Stopped for want of bytes, not at a bound: a partial frame.
             self._keep_partial_only()

@@ -1,4 +1,4 @@
-"""The proxy side of one ask: bytes in, events out .
+"""The proxy side of one ask: bytes in, events out.
 
 One ask travels on one HTTP/1.1 connection. :class:`ProxyConnection` asks
 for notifications (kind 4) and turns the answer into a path's events;
@@ -35,7 +35,7 @@ from .asks import Ask, Exchange, encode_ask
 from .bodies import END, Bad, BodyReader, body_reader
 from .events import NEED_DATA, Event, EventOrNeedData
 from .exchange import AnswerMachine, AnswerState
-from .framing import DEFAULT_MAX_FRAME_SIZE, KEEPALIVE, PREFIX_SIZE, FrameDecoder, FrameTooLarge
+from .framing import DEFAULT_MAX_FRAME_SIZE, KEEPALIVE, FrameDecoder, FrameTooLarge
 from .heads import HeadReader, Refusal, path_channel
 from .http import DEFAULT_MAX_HEAD_SIZE, check_token
 from .proxy_table import (
@@ -54,10 +54,11 @@ from .sequence import PathState, Profile, SequenceMachine
 __all__ = ["AnswerState", "ExchangeConnection", "ProxyConnection", "ProxyState"]
 
 # How many complete frames one step of next_event() hands to the rules, and
-# how many bytes of them: past a few large messages, what is decoded ahead of
-# the caller would only leave the processor's caches before it is read.
+# how many bytes of them: a run of short messages at once, a large one alone.
+# What is decoded ahead of the caller stays alive until it is taken, and a
+# few large messages alive at once make each allocation dearer.
 _FRAMES_PER_STEP: Final = 32
-_BYTES_PER_STEP: Final = 16 * 1024
+_BYTES_PER_STEP: Final = 6 * 1024
 # The hot path's shortcut, derived from the table once, at import.
 _IN_BATCHES: Final = takes_frames_in_batches(PROXY_TRANSITIONS)
 
@@ -68,6 +69,12 @@ class _Step(enum.Enum):
     FED = "fed the frame decoder"
     STARVED = "needs more bytes"
     ENDED = "ended the path"
+
+
+# Enum members by module names: on Python before 3.12 reading one from its
+# class goes through the enum type's __getattr__, several times a global.
+_FED, _STARVED, _ENDED = _Step
+_STREAMING: Final = ProxyState.STREAMING
 
 
 class _Rules(Protocol):
@@ -85,10 +92,6 @@ class _Rules(Protocol):
 
 
 _R = TypeVar("_R", bound=_Rules)
-
-
-def _too_large(frame: FrameTooLarge) -> str:
-    return f"a frame of {frame.length} bytes is larger than max_frame_size ({frame.limit} bytes)"
 
 
 class _AskConnection(Generic[_R]):
@@ -268,7 +271,7 @@ class _AskConnection(Generic[_R]):
     def _advance(self) -> bool:
         """Do one step of work; false when nothing can be done until more bytes arrive."""
         state = self._state
-        if state is ProxyState.STREAMING:
+        if state is _STREAMING:
             return self._read_frames()
         if state is ProxyState.AWAITING_HEAD:
             return self._read_head()
@@ -361,20 +364,20 @@ class _AskConnection(Generic[_R]):
                 handed += len(payloads)
                 room -= sum(map(len, payloads))
                 self._to_rules(None, payloads)
-                if self._state is not ProxyState.STREAMING:
+                if self._state is not _STREAMING:
                     return True
                 continue
             if payloads is None:
                 too_large = decoder.next_frame()
                 assert isinstance(too_large, FrameTooLarge)
-                self._fire(ProxyInput.ABRUPT_END, _too_large(too_large))
+                self._fire(ProxyInput.ABRUPT_END, too_large.reason)
                 return True
             # The next frame needs more of the body.
             step = self._read_body()
-            if step is not _Step.FED:
+            if step is not _FED:
                 # Frames already handed on are progress even when no
                 # more of the body is to be had.
-                return step is _Step.ENDED or handed > 0
+                return step is _ENDED or handed > 0
         return True
 
     def _read_each(self) -> bool:
@@ -386,18 +389,18 @@ class _AskConnection(Generic[_R]):
             frame = decoder.next_frame()
             if frame is None:
                 step = self._read_body()
-                if step is not _Step.FED:
-                    return step is _Step.ENDED or handed > 0
+                if step is not _FED:
+                    return step is _ENDED or handed > 0
                 continue
             if isinstance(frame, FrameTooLarge):
-                self._fire(ProxyInput.ABRUPT_END, _too_large(frame))
+                self._fire(ProxyInput.ABRUPT_END, frame.reason)
                 return True
             handed += 1
             if frame is KEEPALIVE:
                 self._fire(ProxyInput.KEEPALIVE, payloads=(b"",))
             else:
                 self._fire(ProxyInput.MESSAGE, payloads=(frame,))
-            if self._state is not ProxyState.STREAMING:
+            if self._state is not _STREAMING:
                 return True
         return True
 
@@ -411,36 +414,28 @@ class _AskConnection(Generic[_R]):
         piece = body.read()
         if type(piece) is bytes:
             decoder.feed(piece)
-            return _Step.FED
+            return _FED
         if piece is None:
             if not self._eof:
-                return _Step.STARVED
+                return _STARVED
             if self._lost is not None:
                 self._fire(ProxyInput.CONNECTION_LOST, self._lost)
-                return _Step.ENDED
+                return _ENDED
             if not body.ends_at_eof:
-                where = "" if decoder.at_boundary else f", {self._inside_frame()}"
+                where = "" if decoder.at_boundary else f", {decoder.inside_frame()}"
                 self._fire(
                     ProxyInput.ABRUPT_END,
                     f"the connection closed before the answer's body ended{where}",
                 )
-                return _Step.ENDED
+                return _ENDED
             piece = END
         if isinstance(piece, Bad):
             self._fire(ProxyInput.ABRUPT_END, piece.reason)
         elif decoder.at_boundary:
             self._fire(ProxyInput.BODY_END)
         else:
-            self._fire(ProxyInput.ABRUPT_END, f"the answer's body ended {self._inside_frame()}")
-        return _Step.ENDED
-
-    def _inside_frame(self) -> str:
-        decoder = self._decoder
-        assert decoder is not None
-        held, size = decoder.partial_frame()
-        if size is None:
-            return f"inside a frame's length prefix ({held} of {PREFIX_SIZE} bytes)"
-        return f"inside a frame ({held} of {size} bytes)"
+            self._fire(ProxyInput.ABRUPT_END, f"the answer's body ended {decoder.inside_frame()}")
+        return _ENDED
 
     # --- a refusal ---------------------------------------------------------------
 
@@ -500,11 +495,11 @@ class ProxyConnection(_AskConnection[SequenceMachine]):
     :data:`NEED_DATA` forever. A refusal or a broken head produces the
     terminal event and :class:`ReaskNeeded` without :class:`StreamOpened`.
 
-    ``profile`` picks the sequence rules . ``max_frame_size``
-    bounds one frame (a larger one ends the path, unbuffered);
-    ``max_head_size`` bounds each head of the answer, and each chunk-size
-    line and the trailer section of a chunked body. ``target`` is the
-    request target (``/requests``, or a base path's ``/base/requests``).
+    ``profile`` picks the sequence rules. ``max_frame_size`` bounds one
+    frame (a larger one ends the path, unbuffered); ``max_head_size``
+    bounds each head of the answer, and each chunk-size line and the
+    trailer section of a chunked body. ``target`` is the request target
+    (``/requests``, or a base path's ``/base/requests``).
     A ``token`` the server could never match (see
     :func:`~.http.check_token`) or a ``target`` that does not start with
     ``/`` is a :class:`ValueError`.
