@@ -106,6 +106,10 @@ _Scan = Callable[[str, int], tuple[Any, int]]
 _scan_floats: _Scan = vars(_float_decoder)["scan_once"]
 _scan_checked: _Scan = vars(_checked_decoder)["scan_once"]
 _scan_plain: _Scan = vars(_plain_decoder)["scan_once"]
+# Bytes looked for with ``in``, as integers: ``bytes in bytes`` first tries
+# its left side as an integer, and the error it raises and clears costs more
+# than the search.
+_BACKSLASH, _POINT, _CLOSING = b"\\.}"
 # The whitespace JSONDecoder.decode skips (json.decoder.WHITESPACE).
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 # The sample of a long text: every _STRIDE-th byte. A run of _INT_TEXT_CHECK
@@ -226,7 +230,7 @@ def parse_each(messages: list[bytes], start: int) -> list[Any] | None:
     whole = b"".join(messages)
     # ASCII: the text's offsets are the bytes'. No backslash: no escape,
     # so no lone surrogate.
-    if not whole.isascii() or b"\\" in whole:
+    if not whole.isascii() or _BACKSLASH in whole:
         return None
     text = whole.decode()
     scan = _scan_floats
@@ -257,7 +261,7 @@ def _long_text_scanner(raw: bytes) -> _Scan:
         if shape.find(_LONG_INT_DIGITS) >= 0:
             return _scan_checked
     # (``in`` first: a memchr, where ``count`` looks at every byte.)
-    if b"." not in sample or sample.count(b".") * _STRIDE * _BYTES_PER_FLOAT_HOOK <= len(raw):
+    if _POINT not in sample or sample.count(b".") * _STRIDE * _BYTES_PER_FLOAT_HOOK <= len(raw):
         return _scan_floats
     if shape is None:
         shape = raw.translate(_SHAPE_TABLE, b"+-")
@@ -299,7 +303,7 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
     if deepest < 0:
         return
     closings = raw[deepest + 1 :].replace(b"]", b"}").replace(b"}", b" ", MAX_DEPTH - 1)
-    if b"}" not in closings:
+    if _CLOSING not in closings:
         return
     marks = raw.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
     if raw.find(b"\\") >= 0:
