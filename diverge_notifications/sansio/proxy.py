@@ -231,7 +231,8 @@ class _AskConnection(Generic[_R]):
         """The next event, or :data:`NEED_DATA` until more bytes (or end of file) arrive."""
         queued = self._queued  # the rules' queue read here: one call less per event
         while not queued:
-            if not self._advance():
+            # (What _advance() does when streaming, without its call.)
+            if not (self._read_frames() if self._state is _STREAMING else self._advance()):
                 return NEED_DATA
         return queued.popleft()
 
