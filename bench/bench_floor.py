@@ -124,6 +124,7 @@ def verdict(value: float, target: float) -> str:
 
 # --- 1. decode -------------------------------------------------------------------------
 
+
 def decode_section() -> None:
     print("1. decode: ProxyConnection's whole receive path / json.loads of the same bodies")
     print(f"   {'messages':12} {'layout':11} {'bytes':>6} {'us/msg':>7} {'ratio':>7} target")
