@@ -58,6 +58,7 @@ from .http import (
     ChannelIds,
     answer_head,
     check_token,
+    chunk,
     refusal_response,
 )
 from .mcp import ErrorData, Notification
@@ -127,7 +128,7 @@ _KEPT_FRAME_SIZE: Final = 64 * 1024
 def _chunk_of_frame(frame: bytes) -> bytes:
     """One HTTP chunk holding ``frame``, formatted in one step (and kept, see above)."""
     global _last_chunk
-    data = b"%x\r\n%b\r\n" % (len(frame), frame)
+    data = chunk(frame)
     if type(frame) is bytes and len(frame) <= _KEPT_FRAME_SIZE:
         _last_chunk = (frame, data)
     return data
@@ -492,28 +493,25 @@ class ServerConnection:
         """
         loop = self._frame_loop
         state = self._state
-        if state is loop:
-            # Where the table makes every frame one that keeps the state
-            # (found when the table was built), nothing is looked up and
-            # nothing entered: the state stays, and a state with a row is
-            # never final.
-            if len(frames) == 1:
-                frame = frames[0]
-                last = _last_chunk
-                return last[1] if last[0] is frame else _chunk_of_frame(frame)
+        if state is not loop:
+            state = self._frame_step(state)
             if not frames:
                 return b""
-            return b"".join((b"%x\r\n" % sum(map(len, frames)), *frames, b"\r\n"))
-        state = self._frame_step(state)
-        if not frames:
+            for _ in range(len(frames) - 1):
+                if state is loop:
+                    break
+                state = self._frame_step(state)
+            self._enter(state)
+        # Where the table makes every frame one that keeps the state (found
+        # when the table was built), nothing is looked up and nothing
+        # entered: the state stays, and a state with a row is never final.
+        elif len(frames) == 1:
+            frame = frames[0]
+            last = _last_chunk
+            return last[1] if last[0] is frame else _chunk_of_frame(frame)
+        elif not frames:
             return b""
-        for _ in range(len(frames) - 1):
-            if state is loop:
-                break
-            state = self._frame_step(state)
-        size = sum(map(len, frames))
-        self._enter(state)
-        return b"".join((b"%x\r\n" % size, *frames, b"\r\n"))
+        return b"".join((b"%x\r\n" % sum(map(len, frames)), *frames, b"\r\n"))
 
     def _frame_step(self, state: ServerState) -> ServerState:
         """The state after one more notification of a batch, which must be a frame."""
