@@ -172,23 +172,19 @@ def result_json(result: Mapping[str, Any] | bytes) -> bytes:
     """
     if isinstance(result, (bytes, bytearray, memoryview)):
         raw = bytes(result)
-        try:
-            value = parse(raw)
-        except JsonError as error:
-            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
-        if not isinstance(value, dict):
-            raise LocalProtocolError("the result must be a JSON object")
-        return raw
-    if isinstance(result, Mapping):
+    elif isinstance(result, Mapping):
         try:
             raw = dumps(dict(result))
         except (TypeError, ValueError) as error:
             raise LocalProtocolError(f"the result is not JSON-encodable: {error}") from None
-        try:
-            # Encodable is not enough: too deep or too large a number is
-            # refused here exactly as the proxy would refuse it.
-            parse(raw)
-        except JsonError as error:
-            raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
-        return raw
-    raise TypeError(f"expected a mapping or JSON bytes, not {type(result).__name__}")
+    else:
+        raise TypeError(f"expected a mapping or JSON bytes, not {type(result).__name__}")
+    try:
+        # An encoded mapping is read back too: too deep or too large a
+        # number is refused here exactly as the proxy would refuse it.
+        value = parse(raw)
+    except JsonError as error:
+        raise LocalProtocolError(f"the result is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise LocalProtocolError("the result must be a JSON object")
+    return raw
