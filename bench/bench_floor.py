@@ -30,10 +30,10 @@ interleaved rounds, so that other work on the machine blurs the ratios
 least. The decode times are taken read by read: each 64 KiB read's best
 time over the rounds, summed (and for ``json.loads``, each of as many runs
 of consecutive bodies), so that a burst of other work spoils one read in
-one round rather than a whole round. Run from the repository's root: ``python bench/bench_floor.py``
-(about a minute). The package measured is the one imported: run with
-``PYTHONPATH=.`` to measure a working tree rather than an installed copy;
-the first line printed says which it is.
+one round rather than a whole round. Run from the repository's root:
+``python bench/bench_floor.py`` (about a minute). The package measured is
+the one imported: run with ``PYTHONPATH=.`` to measure a working tree
+rather than an installed copy; the first line printed says which it is.
 
 The closing note (:data:`HISTORY`) lists the ratios measured before and
 after the work that brought these paths to their floors.
