@@ -266,26 +266,29 @@ class FrameDecoder(OffsetBuffer):
         """
         if self._failed is not None:
             return None
-        payloads: list[bytes] = []
-        append = payloads.append
         buffer = self._buffer
         start = self._start
         size = len(buffer)
-        most = self._max_frame_size
         # (Without max_bytes, room for more than all the buffer holds.)
         room = size + 1 if max_bytes is None else max_bytes
         ready = self._ready
-        if ready is not None:
+        if ready is None:
+            payloads: list[bytes] = []
+        else:
             self._ready = None
-            append(ready)
+            payloads = [ready]
             limit -= 1
             room -= len(ready)
             if not limit or room <= 0:
                 return payloads
+        append = payloads.append
+        most = self._max_frame_size
         # Frames are sliced out of bytes directly, and out of a bytearray
         # through a view released before the buffer is consumed.
-        whole = buffer if type(buffer) is bytes else None
-        view = None if whole is not None else memoryview(buffer)
+        if type(buffer) is bytes:
+            whole, view = buffer, None
+        else:
+            whole, view = None, memoryview(buffer)
         try:
             while size - start >= _PREFIX:
                 (length,) = _read_length(buffer, start)
@@ -314,7 +317,7 @@ class FrameDecoder(OffsetBuffer):
                 self._start = start  # what _consume() does here, without the call
             else:
                 self._consume(start)
-        if self._start and limit and room > 0:
+        if limit and room > 0 and self._start:
             # Stopped for want of bytes, not at a bound: a partial frame.
             self._keep_partial_only()
         return payloads

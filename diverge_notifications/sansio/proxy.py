@@ -349,7 +349,7 @@ class _AskConnection(Generic[_R]):
     # --- the body of a path ---------------------------------------------------
 
     def _read_batches(self) -> bool:
-        """Hand the frames already complete to the rules, a bounded batch at a time.
+        """Hand the rules one bounded batch of the frames already complete.
 
         Cheaper per message than one step each, and what is decoded ahead of
         the caller stays small. Used when the table says what a batch does
@@ -357,17 +357,11 @@ class _AskConnection(Generic[_R]):
         """
         decoder = self._decoder
         assert decoder is not None
-        handed = 0
-        room = _BYTES_PER_STEP
-        while handed < _FRAMES_PER_STEP and room > 0:
-            payloads = decoder.next_payloads(_FRAMES_PER_STEP - handed, room)
+        while True:
+            payloads = decoder.next_payloads(_FRAMES_PER_STEP, _BYTES_PER_STEP)
             if payloads:
-                handed += len(payloads)
-                room -= sum(map(len, payloads))
                 self._to_rules(None, payloads)
-                if self._state is not _STREAMING:
-                    return True
-                continue
+                return True
             if payloads is None:
                 too_large = decoder.next_frame()
                 assert isinstance(too_large, FrameTooLarge)
@@ -376,10 +370,7 @@ class _AskConnection(Generic[_R]):
             # The next frame needs more of the body.
             step = self._read_body()
             if step is not _FED:
-                # Frames already handed on are progress even when no
-                # more of the body is to be had.
-                return step is _ENDED or handed > 0
-        return True
+                return step is _ENDED
 
     def _read_each(self) -> bool:
         """Read frames one at a time, each looked up in the table."""
