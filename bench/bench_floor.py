@@ -28,11 +28,11 @@
 Times are CPU time (``time.process_time``), the best of several
 interleaved rounds, so that other work on the machine blurs the ratios
 least. The decode times are taken read by read: each 64 KiB read's best
-time over the rounds, summed (and for ``json.loads``, each of as many runs
-of consecutive bodies), so that a burst of other work spoils one read in
-one round rather than a whole round. The fan-out times (and their
-``deque.append`` floor) are taken likewise, a tenth of the publishes at a
-time. Run from the repository's root:
+time over the rounds (:data:`SLICED_ROUNDS` of them), summed (and for
+``json.loads``, each of as many runs of consecutive bodies), so that a
+burst of other work spoils one read in one round rather than a whole
+round. The fan-out times (and their ``deque.append`` floor) are taken
+likewise, a tenth of the publishes at a time. Run from the repository's root:
 ``python bench/bench_floor.py`` (about a minute). The package measured is
 the one imported: run with ``PYTHONPATH=.`` to measure a working tree
 rather than an installed copy; the first line printed says which it is.
@@ -80,6 +80,12 @@ from diverge_notifications.cli import serve as serve_cli
 from diverge_notifications.sansio import Hub, Notification, ProxyConnection
 from diverge_notifications.sansio.events import Event
 from diverge_notifications.sansio.serving import ServingConnection
+
+#: Rounds of the decode and fan-out sections, whose slices are timed one by
+#: one: each round takes well under a second, so the best of each slice is
+#: taken over more of them, and a longer stretch of other work on the
+#: machine is outlasted.
+SLICED_ROUNDS: Final = 21
 
 #: The targets, as ratios to the floor (fan-out: microseconds per delivery).
 DECODE_SMALL_TARGET: Final = 1.0
@@ -149,7 +155,8 @@ def decode_section() -> None:
                 "json.loads": loads_groups(bodies, -(-len(packed_body) // READ)),
                 "packed": proxy_reads(packed_body, count),
                 "chunk each": proxy_reads(chunk_each(bodies), count),
-            }
+            },
+            SLICED_ROUNDS,
         )
         floor = best["json.loads"]
         for layout in ("packed", "chunk each"):
@@ -414,7 +421,8 @@ def fan_out_section() -> None:
             "deque.append": deque_time,
             "one at a time": fan_out_time(1),
             "bursts of 50": fan_out_time(50),
-        }
+        },
+        SLICED_ROUNDS,
     )
     deliveries = PATHS * PUBLISHES
     floor = best["deque.append"] / deliveries
@@ -462,7 +470,10 @@ def main() -> None:
         raw_reader_child(int(sys.argv[2]), int(sys.argv[3]))
         return
     package = Path(diverge_notifications.__file__).parent
-    print(f"measuring {package} (CPU time, best of {ROUNDS} interleaved rounds)")
+    print(
+        f"measuring {package} (CPU time, best of {ROUNDS} interleaved rounds;"
+        f" of {SLICED_ROUNDS} for each slice of the decode and fan-out runs)"
+    )
     decode_section()
     adapters_section()
     fan_out_section()

@@ -135,8 +135,10 @@ def loads_groups(bodies: list[bytes], groups: int) -> Callable[[], SliceTimes]:
     return run
 
 
-def best_per_slice(runs: dict[str, Callable[[], SliceTimes]]) -> dict[str, float]:
-    """Each run's total: the sum of each of its slices' best time over the interleaved rounds.
+def best_per_slice(
+    runs: dict[str, Callable[[], SliceTimes]], rounds: int = ROUNDS
+) -> dict[str, float]:
+    """Each run's total: the sum of each of its slices' best time over interleaved ``rounds``.
 
     A burst of other work on the machine then spoils one slice in one
     round rather than the whole round, which the best of whole rounds
@@ -144,7 +146,7 @@ def best_per_slice(runs: dict[str, Callable[[], SliceTimes]]) -> dict[str, float
     """
     best: dict[str, SliceTimes] = {}
     gc.collect()
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for name, run in runs.items():
             times = run()
             best[name] = list(map(min, best.get(name, times), times))
