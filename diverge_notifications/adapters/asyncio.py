@@ -31,7 +31,7 @@ from ..sansio.events import Event
 from ..sansio.hub import Hub
 from ..sansio.mcp import Notification
 from ..sansio.serve_settings import ServeSettings
-from ._asyncio_parts import answer_within, asyncio_receive, drained, linger
+from ._asyncio_parts import answer_within, asyncio_receive, drained, linger, within
 from ._common import (
     READ_SIZE,
     AsyncServerBase,
@@ -92,7 +92,7 @@ async def _listen(
                 # Over TLS, the certificate is verified for action.host, the URL's.
                 opening = asyncio.open_connection(action.host, action.port, limit=_LIMIT, ssl=tls)
                 try:
-                    reader, writer = await asyncio.wait_for(opening, action.timeout)
+                    reader, writer = await within(opening, action.timeout)
                 except (OSError, asyncio.TimeoutError) as error:
                     driver.connect_failed(loop.time(), describe_error(error))
                 else:

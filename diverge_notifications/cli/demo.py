@@ -243,7 +243,9 @@ def run_demo(*, human: bool, stream: IO[str] | None = None, mcp: bool = False) -
     make_source: Callable[[WatchedHub], Source] = ExampleServer if mcp else _Scripted
 
     async def bounded() -> int:
-        return await asyncio.wait_for(_demo(output, make_source), DEMO_TIMEOUT)
+        from ..adapters._asyncio_parts import within
+
+        return await within(_demo(output, make_source), DEMO_TIMEOUT)
 
     def gone() -> int:
         # The reader went away (``demo | head``): nothing more to show, no error.

@@ -15,6 +15,7 @@ import errno
 from collections.abc import Awaitable, Callable, Iterator
 from typing import IO, Any, Protocol, TypeVar
 
+from ..adapters._asyncio_parts import within
 from ..sansio import (
     Backoff,
     Event,
@@ -164,7 +165,7 @@ class Relay:
         self.cut()
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+                await within(self._server.wait_closed(), 1.0)
 
 
 # --- the listener ------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 from redis.asyncio.connection import Connection, ConnectionPool
 from redis.asyncio.retry import Retry
 
+from ..adapters._asyncio_parts import within
 from ._core import logger
 from ._redis import (
     FAILURES,
@@ -120,9 +121,7 @@ class RedisBroker(RedisBrokerBase):
         tasks: list[asyncio.Task[None]] = []
         try:
             try:
-                await asyncio.wait_for(
-                    self._subscribe(subscriber, publisher), self._connect_timeout
-                )
+                await within(self._subscribe(subscriber, publisher), self._connect_timeout)
             except _FAILURES as error:
                 return f"could not subscribe ({describe(error)})"
             reconnects.subscribed()
