@@ -61,6 +61,14 @@ async def cancelled_as_it_finishes(
     return task
 
 
+async def work_noting_its_stop(seen: list[str]) -> None:
+    """Ten seconds of work, which notes in ``seen`` that it was stopped."""
+    try:
+        await asyncio.sleep(10)
+    finally:
+        seen.append("work stopped")
+
+
 @WITHINS
 @pytest.mark.parametrize(
     "finish",
@@ -85,21 +93,15 @@ def test_a_cancellation_while_waiting_stops_the_awaited_work_first(within_: With
     async def main() -> list[str]:
         seen: list[str] = []
 
-        async def work() -> None:
-            try:
-                await asyncio.sleep(10)
-            finally:
-                seen.append("work stopped")
-
         async def waiting() -> None:
             try:
-                await within_(work(), 10.0)
+                await within_(work_noting_its_stop(seen), 10.0)
             finally:
                 seen.append("within returned")
 
         task = asyncio.ensure_future(waiting())
         await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the work has started (in a task of its own on 3.10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -112,15 +114,8 @@ def test_a_cancellation_while_waiting_stops_the_awaited_work_first(within_: With
 def test_past_the_deadline_the_work_is_stopped_and_timeout_raised(within_: Within) -> None:
     async def main() -> list[str]:
         seen: list[str] = []
-
-        async def work() -> None:
-            try:
-                await asyncio.sleep(10)
-            finally:
-                seen.append("work stopped")
-
         with pytest.raises(asyncio.TimeoutError):
-            await within_(work(), 0.01)
+            await within_(work_noting_its_stop(seen), 0.01)
         seen.append("timed out")
         return seen
 
