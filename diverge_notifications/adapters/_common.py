@@ -24,6 +24,7 @@ import random as _random
 import socket
 import ssl
 import struct
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import (
@@ -214,7 +215,7 @@ def describe_error(error: BaseException) -> str:
         error = error.__cause__  # trio wraps what the socket or TLS layer raised
     if isinstance(error, ssl.SSLError):
         return describe_tls_error(error)
-    if isinstance(error, TimeoutError):
+    if isinstance(error, TimeoutError) or _is_asyncio_timeout(error):
         return "timed out"
     if isinstance(error, OSError) and error.errno is None:
         # A connection attempt over several addresses (trio) fails with one
@@ -230,6 +231,16 @@ def describe_error(error: BaseException) -> str:
         return f"{name}: {text}"
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _is_asyncio_timeout(error: BaseException) -> bool:
+    """Whether ``error`` is asyncio's ``TimeoutError``, a class of its own on Python 3.10.
+
+    Looked up where asyncio is already imported, so that the blocking
+    adapter does not import it.
+    """
+    loaded = sys.modules.get("asyncio")
+    return loaded is not None and isinstance(error, loaded.TimeoutError)
 
 
 def peer_name(address: object) -> str:
