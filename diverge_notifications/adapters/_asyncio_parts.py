@@ -49,14 +49,12 @@ async def _within_by_wait(awaitable: Awaitable[_T], timeout: float) -> _T:
     try:
         # asyncio.wait() returns at the deadline and never swallows our own
         # cancellation; the task's outcome is read below.
-        await asyncio.wait((task,), timeout=timeout)
-    except asyncio.CancelledError:
-        task.cancel()
-        await asyncio.wait((task,))
-        raise
-    if not task.done():
-        task.cancel()
-        await asyncio.wait((task,))
+        done, _ = await asyncio.wait((task,), timeout=timeout)
+    finally:
+        if not task.done():  # past the deadline, or we were cancelled
+            task.cancel()
+            await asyncio.wait((task,))
+    if not done:
         raise asyncio.TimeoutError
     return task.result()
 

@@ -15,7 +15,6 @@ import errno
 from collections.abc import Awaitable, Callable, Iterator
 from typing import IO, Any, Protocol, TypeVar
 
-from ..adapters._asyncio_parts import within
 from ..sansio import (
     Backoff,
     Event,
@@ -164,6 +163,8 @@ class Relay:
             self._server.close()
         self.cut()
         if self._server is not None:
+            from ..adapters._asyncio_parts import within
+
             with contextlib.suppress(Exception):
                 await within(self._server.wait_closed(), 1.0)
 
