@@ -48,8 +48,8 @@ from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.sansio import Hub, Notification, NotificationReceived, StreamOpened
+from diverge_notifications.sansio.client.policy import ProxyPolicy
 from diverge_notifications.sansio.events import Event
-from diverge_notifications.sansio.policy import ProxyPolicy
 
 DEFAULT_N = 20_000
 

@@ -54,7 +54,7 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import trio
 from bench_proxy import (
@@ -78,8 +78,9 @@ from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.cli import serve as serve_cli
 from diverge_notifications.sansio import Hub, Notification, ProxyConnection
+from diverge_notifications.sansio.drivers.serve import ServingConnection
+from diverge_notifications.sansio.drivers.settings import ServeSettings
 from diverge_notifications.sansio.events import Event
-from diverge_notifications.sansio.serving import ServingConnection
 
 #: Rounds of the decode and fan-out sections, whose slices are timed one by
 #: one: each round takes well under a second, so the best of each slice is
@@ -354,9 +355,10 @@ PUBLISHES: Final = 500
 def open_paths(hub: Hub, count: int) -> list[ServingConnection]:
     """``count`` serving connections with their path open, their head already taken."""
     ask = ProxyConnection("bench:1").data_to_send()
+    settings: ServeSettings[Any] = ServeSettings(queue_size=PUBLISHES, max_connections=None)
     paths = []
     for _ in range(count):
-        serving = ServingConnection(hub, wake=_no_wake, now=0.0, queue_size=PUBLISHES)
+        serving = ServingConnection(hub, settings, wake=_no_wake, now=0.0)
         serving.receive(ask, 0.0)
         serving.take_output(0.0)
         assert serving.path_open

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 
 from diverge_notifications.sansio import Notification, ProxyConnection, ServerConnection
-from diverge_notifications.sansio.hub import Hub, Interest, Subscriber
+from diverge_notifications.sansio.server.hub import Hub, Interest, Subscriber
 
 
 def best_of(repeats: int, run: Callable[[], float]) -> float:

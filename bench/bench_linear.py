@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from diverge_notifications.sansio import NEED_DATA, ProxyConnection, ReaskNeeded, StreamEnded
-from diverge_notifications.sansio.framing import encode_frame
+from diverge_notifications.sansio.wire.framing import encode_frame
 
 SIZES = (10_000, 100_000, 1_000_000)
 READ = 64 * 1024

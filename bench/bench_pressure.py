@@ -34,9 +34,9 @@ from pathlib import Path
 
 from diverge_notifications.adapters import blocking, parse_url
 from diverge_notifications.sansio import NotificationReceived, ProxyConnection, StreamOpened
-from diverge_notifications.sansio.hub import DEFAULT_QUEUE_BYTES
-from diverge_notifications.sansio.policy import Backoff, ProxyPolicy
-from diverge_notifications.sansio.serving_defaults import DEFAULT_WRITE_BUFFER
+from diverge_notifications.sansio.client.policy import Backoff, ProxyPolicy
+from diverge_notifications.sansio.drivers.settings import DEFAULT_WRITE_BUFFER
+from diverge_notifications.sansio.server.hub import DEFAULT_QUEUE_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Bytes of one notification line.

@@ -36,7 +36,7 @@ import tracemalloc
 from collections.abc import Callable
 
 from diverge_notifications.sansio import NEED_DATA, ProxyConnection, StreamOpened, decode_message
-from diverge_notifications.sansio.framing import encode_frame
+from diverge_notifications.sansio.wire.framing import encode_frame
 
 READ = 64 * 1024
 ROUNDS = 7

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from diverge_notifications.adapters.asyncio_proxy import Proxy
+from diverge_notifications.adapters.asyncio import Proxy
 from diverge_notifications.sansio import NotificationReceived, StreamOpened
 
 DEFAULT_N: Final = 5000

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from diverge_notifications.sansio import Notification
-from diverge_notifications.sansio.server import ServerConnection
+from diverge_notifications.sansio.server.connection import ServerConnection
 
 COUNT = 50_000
 BATCH = 64

@@ -5,12 +5,12 @@ asyncio, trio and blocking sockets in :mod:`diverge_notifications.adapters`.
 This namespace names the few things most programs start from.
 """
 
-from .sansio._errors import LocalProtocolError
-from .sansio.hub import Hub, Interest
-from .sansio.mcp import ErrorData, LogLevel, Notification, NotificationKind
-from .sansio.proxy import ProxyConnection
-from .sansio.sequence import Profile
-from .sansio.server import ServerConnection
+from .sansio.client.connection import ProxyConnection
+from .sansio.errors import LocalProtocolError
+from .sansio.mcp.model import ErrorData, LogLevel, Notification, NotificationKind
+from .sansio.server.connection import ServerConnection
+from .sansio.server.hub import Hub, Interest
+from .sansio.wire.profiles import Profile
 
 __version__ = "0.1.0"
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from _driver import JSON_TOKENS, MCP_PARAMS_TOKENS, check_codec
 
 from diverge_notifications.sansio import Ask, AskError, Exchange, decode_ask, encode_ask
-from diverge_notifications.sansio._errors import AskErrorReason
-from diverge_notifications.sansio.asks import (
+from diverge_notifications.sansio.errors import AskErrorReason
+from diverge_notifications.sansio.wire.asks import (
     channel_request_for,
     decode_channel_request,
     encode_channel_request,

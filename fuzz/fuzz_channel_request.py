@@ -19,8 +19,8 @@ from __future__ import annotations
 from _driver import JSON_TOKENS, MCP_PARAMS_TOKENS, check_codec
 
 from diverge_notifications.sansio import AskError
-from diverge_notifications.sansio._errors import AskErrorReason
-from diverge_notifications.sansio.asks import (
+from diverge_notifications.sansio.errors import AskErrorReason
+from diverge_notifications.sansio.wire.asks import (
     ChannelRequest,
     ChannelRequestTag,
     decode_ask,

@@ -34,8 +34,8 @@ from diverge_notifications.sansio import (
     decode_message,
     encode_message,
 )
-from diverge_notifications.sansio._json import JsonError, parse
-from diverge_notifications.sansio.messages import (
+from diverge_notifications.sansio.mcp.json import JsonError, parse
+from diverge_notifications.sansio.wire.messages import (
     decode_notifications,
     result_json,
     to_error,

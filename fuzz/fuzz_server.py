@@ -55,9 +55,9 @@ from diverge_notifications.sansio.events import (
     ExchangeAsked,
     NotificationsAsked,
 )
-from diverge_notifications.sansio.framing import encode_frame
-from diverge_notifications.sansio.messages import encode_message
-from diverge_notifications.sansio.server import ServerConnection
+from diverge_notifications.sansio.server.connection import ServerConnection
+from diverge_notifications.sansio.wire.framing import encode_frame
+from diverge_notifications.sansio.wire.messages import encode_message
 
 DECLARED_STATUSES = frozenset({400, 401, 404, 405, 413, 431, 501, 505})
 TOKEN = "t0k3n"

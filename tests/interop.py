@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-ROOT: Final = Path(__file__).resolve().parent.parent
+ROOT: Final = Path(__file__).resolve().parents[1]
 #: Deadline of every wait: long enough for a slow CI machine, short enough to fail a hang.
 HANG_GUARD: Final = 20.0
 

@@ -51,9 +51,9 @@ from diverge_notifications.sansio import (
     StreamOpened,
     encode_message,
 )
-from diverge_notifications.sansio.framing import KEEPALIVE_FRAME, encode_frame
-from diverge_notifications.sansio.http import MESSAGES_CONTENT_TYPE
-from diverge_notifications.sansio.mcp import ErrorCode
+from diverge_notifications.sansio.mcp.model import ErrorCode
+from diverge_notifications.sansio.wire.framing import KEEPALIVE_FRAME, encode_frame
+from diverge_notifications.sansio.wire.http import MESSAGES_CONTENT_TYPE
 
 __all__ = [
     "AUTHORITY",

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from interop import HANG_GUARD, find_binary, free_port
+
+from tests.interop import HANG_GUARD, find_binary, free_port
 
 __all__ = ["RedisServer", "redis_server", "wait_for"]
 

@@ -6,7 +6,7 @@ Import from test modules as ``from replicas import ...`` (pytest puts
 
 from __future__ import annotations
 
-from diverge_notifications.sansio.hub import Subscriber
+from diverge_notifications.sansio.server.hub import Subscriber
 
 __all__ = ["BIG", "ODD", "numbered", "taken"]
 

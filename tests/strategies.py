@@ -39,9 +39,9 @@ from diverge_notifications.sansio import (
     Notification,
     NotificationKind,
 )
-from diverge_notifications.sansio._json import dumps
-from diverge_notifications.sansio.asks import ChannelRequest, ChannelRequestTag
-from diverge_notifications.sansio.mcp import METHODS, TASK_STATUSES, ErrorCode
+from diverge_notifications.sansio.mcp.json import dumps
+from diverge_notifications.sansio.mcp.model import METHODS, TASK_STATUSES, ErrorCode
+from diverge_notifications.sansio.wire.asks import ChannelRequest, ChannelRequestTag
 
 __all__ = [
     "INT64_MAX",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "diverge_notifications"
 MAP = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 ROW = re.compile(r"^\| `([^`]+\.py)` \| ([^|]+) \| ([^|]+) \| (\d+) \|$", re.MULTILINE)

@@ -24,7 +24,7 @@ import pytest
 
 import diverge_notifications.sansio
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def load_script() -> ModuleType:

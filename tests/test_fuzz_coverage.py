@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 FUZZ_DIR = ROOT / "fuzz"
 HARNESSES = sorted(FUZZ_DIR.glob("fuzz_*.py"))
 #: The least line coverage of its target a harness's seeds must give, in percent.

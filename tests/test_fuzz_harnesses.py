@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-FUZZ_DIR = Path(__file__).resolve().parent.parent / "fuzz"
+FUZZ_DIR = Path(__file__).resolve().parents[1] / "fuzz"
 HARNESSES = sorted(FUZZ_DIR.glob("fuzz_*.py"))
 ATHERIS_AVAILABLE = importlib.util.find_spec("atheris") is not None
 ATHERIS_ARGS = ["-max_total_time=5", "-rss_limit_mb=2048"]

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interop import HANG_GUARD, ServeProcess, find_binary, kill_if_running
 
 from diverge_notifications.sansio import Notification, encode_frame, encode_message
+from tests.interop import HANG_GUARD, ServeProcess, find_binary, kill_if_running
 
 CURL = find_binary("curl")
 pytestmark = pytest.mark.skipif(CURL is None, reason="curl is not installed (apt-get install curl)")

@@ -23,7 +23,10 @@ from pathlib import Path
 
 import h11
 import pytest
-from interop import (
+
+from diverge_notifications.sansio import encode_frame
+from diverge_notifications.sansio.wire.framing import KEEPALIVE_FRAME
+from tests.interop import (
     HANG_GUARD,
     NGINX_STREAMING,
     ListenProcess,
@@ -33,9 +36,6 @@ from interop import (
     listen_through,
     running_nginx,
 )
-
-from diverge_notifications.sansio import encode_frame
-from diverge_notifications.sansio.framing import KEEPALIVE_FRAME
 
 NGINX = find_binary("nginx")
 pytestmark = pytest.mark.skipif(

@@ -24,7 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interop import (
+
+from diverge_notifications.sansio import Notification, encode_frame, encode_message
+from tests.interop import (
     HANG_GUARD,
     NGINX_STREAMING,
     ListenProcess,
@@ -35,9 +37,7 @@ from interop import (
     listen_through,
     running_nginx,
 )
-from tls import requires_trustme, tls_files, tls_serve
-
-from diverge_notifications.sansio import Notification, encode_frame, encode_message
+from tests.tls import requires_trustme, tls_files, tls_serve
 
 CURL = find_binary("curl")
 NGINX = find_binary("nginx")

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 import pytest
-from interop import ServeProcess
+
+from tests.interop import ServeProcess
 
 try:
     import trustme

@@ -7,15 +7,15 @@ the one you use; :mod:`.trio` needs the ``trio`` extra and is never
 imported by this package. The defaults of their options are here.
 """
 
-from ..sansio.events import ConnectionFailed
-from ..sansio.listening import DEFAULT_CONNECT_TIMEOUT
-from ..sansio.serving_defaults import (
+from ..sansio.client.urls import Endpoint, parse_url
+from ..sansio.drivers.listen import DEFAULT_CONNECT_TIMEOUT
+from ..sansio.drivers.settings import (
     DEFAULT_ASK_TIMEOUT,
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
     DEFAULT_MAX_BATCH,
 )
-from ..sansio.urls import Endpoint, parse_url
+from ..sansio.events import ConnectionFailed
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",

@@ -39,13 +39,11 @@ from typing import (
     overload,
 )
 
-from ..sansio.actions import ExchangeHandler, ExchangeResult
-from ..sansio.asks import Ask
-from ..sansio.counts import ServerStats
-from ..sansio.hub import Hub, as_notification
-from ..sansio.listening import ListenDriver
-from ..sansio.policy import ProxyPolicy
-from ..sansio.reports import (
+from ..sansio.client.policy import ProxyPolicy
+from ..sansio.client.urls import Endpoint, format_url
+from ..sansio.drivers.actions import ExchangeHandler, ExchangeResult
+from ..sansio.drivers.listen import ListenDriver
+from ..sansio.drivers.reports import (
     ExchangeReport,
     PathEnd,
     PathEndedReport,
@@ -53,10 +51,12 @@ from ..sansio.reports import (
     RefusalReport,
     ServeReport,
 )
-from ..sansio.sequence import Profile
-from ..sansio.serve_settings import ServeSettings
-from ..sansio.serving import ServingConnection
-from ..sansio.urls import Endpoint, format_url
+from ..sansio.drivers.serve import ServingConnection
+from ..sansio.drivers.settings import ServeSettings
+from ..sansio.server.counts import ServerStats
+from ..sansio.server.hub import Hub, as_notification
+from ..sansio.wire.asks import Ask
+from ..sansio.wire.profiles import Profile
 from .tls import client_context, describe_tls_error
 
 if TYPE_CHECKING:
@@ -437,8 +437,14 @@ class ServerBase:
         self, wake: Callable[[], None], now: float, peer: str, hub_lock: Any = None
     ) -> ServingConnection:
         """The driver of a connection accepted at ``now`` from ``peer``; it reports to the log."""
-        return self._settings.serving_connection(
-            self.hub, wake=wake, now=now, peer=peer, report=self._report, hub_lock=hub_lock
+        return ServingConnection(
+            self.hub,
+            self._settings,
+            wake=wake,
+            now=now,
+            peer=peer,
+            report=self._report,
+            hub_lock=hub_lock,
         )
 
     def _report(self, report: ServeReport) -> None:

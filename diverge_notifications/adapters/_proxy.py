@@ -16,11 +16,8 @@ import ssl
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..sansio.actions import ClientDriver
-from ..sansio.asks import Ask
-from ..sansio.events import Event, ResultReceived
-from ..sansio.mcp import Notification
-from ..sansio.proxying import (
+from ..sansio.drivers.actions import ClientDriver
+from ..sansio.drivers.proxy import (
     ProxyDriver,
     call_tool_ask,
     list_resources_ask,
@@ -28,6 +25,9 @@ from ..sansio.proxying import (
     read_resource_ask,
     result_object,
 )
+from ..sansio.events import Event, ResultReceived
+from ..sansio.mcp.model import Notification
+from ..sansio.wire.asks import Ask
 from ._common import ListenOptions, listen_context
 
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..sansio.actions import (
+from ..sansio.drivers.actions import (
     ClientDriver,
     Close,
     Connect,
@@ -27,21 +27,152 @@ from ..sansio.actions import (
     WaitUntil,
     Write,
 )
+from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed
+from ..sansio.drivers.serve import ServingConnection
+from ..sansio.drivers.settings import ServeSettings
 from ..sansio.events import Event
-from ..sansio.hub import Hub
-from ..sansio.mcp import Notification
-from ..sansio.serve_settings import ServeSettings
-from ._asyncio_parts import answer_within, asyncio_receive, drained, linger, within
+from ..sansio.mcp.model import Notification
+from ..sansio.server.hub import Hub
+from ..sansio.wire.asks import Ask
 from ._common import (
     READ_SIZE,
     AsyncServerBase,
     Starting,
     accepted,
     describe_error,
+    handler_timed_out,
     listen_driver,
     reset_on_close,
+    run_exchange_handler,
 )
+from ._proxy import AsyncProxy
 from .tls import asyncio_server_options
+
+__all__ = [
+    "ExchangeError",
+    "ExchangeFailed",
+    "Proxy",
+    "Server",
+    "answer_within",
+    "asyncio_receive",
+    "drained",
+    "linger",
+    "listen",
+    "serve",
+    "within",
+]
+
+
+_T = TypeVar("_T")
+
+# asyncio.timeout() (Python 3.11) puts the deadline on the awaiting task
+# itself. asyncio.wait_for() is not used anywhere: before Python 3.12 it
+# loses a cancellation that arrives as the awaited operation finishes
+# (CPython gh-86296), so that a listener stopped while a connection is
+# being refused would go on asking; it also makes a task of every read,
+# which costs a read that carries one notification more than decoding it.
+_asyncio_timeout: Any = getattr(asyncio, "timeout", None)
+
+
+async def within(awaitable: Awaitable[_T], timeout: float) -> _T:
+    """``await awaitable``, raising ``asyncio.TimeoutError`` after ``timeout`` seconds.
+
+    What ``asyncio.wait_for`` should be: a cancellation of the caller is
+    never lost, even when it arrives as ``awaitable`` finishes, and the
+    awaited work is stopped before this returns.
+    """
+    if _asyncio_timeout is None:  # Python 3.10
+        return await _within_by_wait(awaitable, timeout)
+    async with _asyncio_timeout(timeout):
+        return await awaitable
+
+
+async def _within_by_wait(awaitable: Awaitable[_T], timeout: float) -> _T:
+    """:func:`within` for Python 3.10, which has no ``asyncio.timeout()``."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        # asyncio.wait() returns at the deadline and never swallows our own
+        # cancellation; the task's outcome is read below.
+        done, _ = await asyncio.wait((task,), timeout=timeout)
+    finally:
+        if not task.done():  # past the deadline, or we were cancelled
+            task.cancel()
+            await asyncio.wait((task,))
+    if not done:
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+async def asyncio_receive(
+    driver: ClientDriver, reader: asyncio.StreamReader, timeout: float, clock: Callable[[], float]
+) -> None:
+    """The asyncio listener's ``Receive``: one read of ``reader``, reported to ``driver``."""
+    try:
+        if _asyncio_timeout is None:  # pragma: no cover - Python 3.10
+            data = await within(reader.read(READ_SIZE), timeout)
+        else:  # inline: the listener's hot path, one coroutine fewer per read
+            async with _asyncio_timeout(timeout):
+                data = await reader.read(READ_SIZE)
+    except (OSError, asyncio.TimeoutError) as error:
+        if isinstance(error, asyncio.TimeoutError) and not getattr(error, "errno", 0):
+            driver.timed_out(clock())  # the deadline's timeout, not the socket's
+        else:
+            driver.connection_lost(clock(), describe_error(error))
+    else:
+        driver.data_received(clock(), data)
+
+
+async def drained(writer: asyncio.StreamWriter, stall_timeout: float) -> bool:
+    """Wait for the socket to take what was written (asyncio's flow control).
+
+    False if the peer took no byte for ``stall_timeout`` seconds: the bytes
+    the transport holds did not go down meanwhile. They are looked at a few
+    times per ``stall_timeout`` (at least once a second), so that a stall is
+    noticed within that much of its deadline.
+    """
+    transport = writer.transport
+    loop = asyncio.get_running_loop()
+    step = min(1.0, stall_timeout / 4)
+    left = transport.get_write_buffer_size()
+    progressed = loop.time()
+    while True:
+        try:
+            await within(writer.drain(), step)
+            return True
+        except asyncio.TimeoutError:
+            now_left = transport.get_write_buffer_size()
+            if now_left < left:
+                left, progressed = now_left, loop.time()
+            elif loop.time() - progressed >= stall_timeout:
+                return False
+
+
+async def answer_within(
+    serving: ServingConnection, settings: ServeSettings[ExchangeHandler], ask: Ask
+) -> None:
+    """Perform ``RunHandler(ask)`` (asyncio), cancelling the handler past ``exchange_timeout``."""
+    assert settings.exchange_handler is not None
+    running = run_exchange_handler(serving, settings.exchange_handler, ask)
+    try:
+        await within(running, settings.exchange_timeout)
+    except asyncio.TimeoutError:
+        handler_timed_out(serving, ask, settings.exchange_timeout)
+
+
+async def linger(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seconds: float
+) -> None:
+    """Half-close, then read and discard until the peer closes or ``seconds`` pass (asyncio)."""
+
+    async def discard() -> None:
+        if writer.can_write_eof():
+            writer.write_eof()
+        while await reader.read(READ_SIZE):
+            pass
+
+    with contextlib.suppress(OSError, asyncio.TimeoutError):
+        await within(discard(), seconds)
+
 
 if TYPE_CHECKING:
     import ssl
@@ -50,7 +181,6 @@ if TYPE_CHECKING:
 
     from ._common import ListenOptions, ServeOptions
 
-__all__ = ["Server", "listen", "serve"]
 
 #: A listener stops reading (and so slows its server down) past twice this many unread bytes.
 _LIMIT = 2 * READ_SIZE
@@ -288,3 +418,29 @@ def serve(
     """
     server = Server(hub, exchange_handler, options)
     return Starting(server._start(host, port), server.close)
+
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._proxy import ProxyOptions
+
+
+class Proxy(AsyncProxy):
+    """A proxy of the server at ``url`` (``http://host:port[/base]``), on asyncio.
+
+    ``list_tools()``, ``list_resources()``, ``call_tool(name, arguments,
+    progress_token=...)`` and ``read_resource(uri)`` make one exchange each
+    and return its result (:class:`ExchangeError`, :class:`ExchangeFailed`
+    otherwise); ``notifications()`` iterates the one notification ask, made
+    once the first exchange was answered. See ``AsyncProxy``.
+    """
+
+    def __init__(self, url: str, **options: Unpack[ProxyOptions]) -> None:
+        super().__init__(url, asyncio.Event(), **options)
+
+    def _drive(self, driver: ClientDriver) -> AsyncGenerator[Notification | Event, None]:
+        return _listen(driver, self._tls)
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()

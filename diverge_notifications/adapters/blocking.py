@@ -12,33 +12,413 @@ from __future__ import annotations
 import contextlib
 import selectors
 import socket
+import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..sansio.actions import Close, ExchangeResult, RunHandler, WaitUntil, Write
-from ..sansio.asks import Ask
-from ..sansio.hub import Hub, as_notification
-from ..sansio.serve_settings import ServeSettings
+from ..sansio.drivers.actions import (
+    ClientDriver,
+    Close,
+    Connect,
+    Deliver,
+    Disconnect,
+    ExchangeResult,
+    Receive,
+    RunHandler,
+    Send,
+    Sleep,
+    WaitUntil,
+    Write,
+)
+from ..sansio.drivers.proxy import (
+    ExchangeError,
+    ExchangeFailed,
+    call_tool_ask,
+    list_resources_ask,
+    list_tools_ask,
+    read_resource_ask,
+    result_object,
+)
+from ..sansio.drivers.serve import ServingConnection
+from ..sansio.drivers.settings import ServeSettings
+from ..sansio.events import Event, ResultReceived
+from ..sansio.mcp.model import Notification
+from ..sansio.server.hub import Hub, as_notification
+from ..sansio.wire.asks import Ask
 from . import tls as _tls
-from ._blocking_listener import Listener
-from ._blocking_parts import Lingerer, Wakeup, close_as, sent
 from ._common import (
     READ_SIZE,
     ClosedOnExit,
     ServerBase,
     accepted,
     call_exchange_handler,
+    describe_error,
     listen_driver,
+    reset_on_close,
 )
+from ._proxy import proxy_driver
+
+__all__ = [
+    "ExchangeError",
+    "ExchangeFailed",
+    "Lingerer",
+    "Listener",
+    "Notifications",
+    "Proxy",
+    "ProxyClosed",
+    "Server",
+    "Wakeup",
+    "close_as",
+    "linger",
+    "listen",
+    "sent",
+    "serve",
+]
+
+
+#: Connections refused as busy that the lingering thread holds at most;
+#: beyond, the oldest is closed at once.
+_MAX_LINGERING = 1024
+
+#: A connection refused as busy whose TLS handshake is under way: its driver, the linger.
+_Refusal = tuple[ServingConnection, float]
+
+
+class Wakeup:
+    """A socket pair a selector can wait on, set from any thread."""
+
+    def __init__(self) -> None:
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+
+    def fileno(self) -> int:
+        return self._reader.fileno()
+
+    def set(self) -> None:
+        # A full pair already holds a wake-up; a closed one has nobody to wake.
+        with contextlib.suppress(OSError):
+            self._writer.send(b"\0")
+
+    def clear(self) -> None:
+        with contextlib.suppress(OSError):
+            while self._reader.recv(4096):
+                pass
+
+    def close(self) -> None:
+        self._reader.close()
+        self._writer.close()
+
+
+def sent(sock: socket.socket, data: bytes, stall_timeout: float) -> bool:
+    """Send all of ``data``; False if the peer took no byte for ``stall_timeout`` seconds."""
+    view = memoryview(data)
+    sock.settimeout(stall_timeout)  # for each send: a byte taken starts the wait again
+    try:
+        while view:
+            view = view[sock.send(view) :]
+    except TimeoutError:
+        return False
+    finally:
+        sock.settimeout(None)
+    return True
+
+
+def close_as(sock: socket.socket, close: Close) -> None:
+    """Before ``sock`` is closed: make it a reset (``abort``), or linger (``linger`` seconds)."""
+    if close.abort:
+        reset_on_close(sock)
+    elif close.linger:
+        linger(sock, close.linger)
+
+
+def linger(sock: socket.socket, seconds: float) -> None:
+    """Half-close, then read and discard until the peer closes or ``seconds`` pass.
+
+    TLS has no half-close: inside it the socket is only read and discarded
+    (the refusal has a ``Content-Length``, so the peer knows where it ends).
+    """
+    deadline = time.monotonic() + seconds
+    with contextlib.suppress(OSError):  # a timeout included
+        if not isinstance(sock, ssl.SSLSocket):
+            sock.shutdown(socket.SHUT_WR)
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            if not sock.recv(READ_SIZE):
+                return
+
+
+class Lingerer:
+    """One thread that lingers on refused sockets until each closes or its deadline passes.
+
+    So that refusing a flood of connections beyond ``max_connections``
+    costs one thread, not one per connection.
+    """
+
+    def __init__(self) -> None:
+        self._wakeup = Wakeup()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wakeup, selectors.EVENT_READ)
+        self._lock = threading.Lock()
+        self._added: list[tuple[socket.socket, float, _Refusal | None]] = []
+        self._deadlines: dict[socket.socket, float] = {}
+        #: The TLS sockets whose handshake is under way, and what to say once it is done.
+        self._handshaking: dict[socket.socket, _Refusal] = {}
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="diverge-linger", daemon=True)
+        self._thread.start()
+
+    def refuse(
+        self,
+        serving: ServingConnection,
+        sock: socket.socket,
+        seconds: float,
+        tls: ssl.SSLContext | None = None,
+        handshake_timeout: float = 0.0,
+    ) -> None:
+        """Write what ``serving`` says (a refusal: it fits in any socket buffer), then linger.
+
+        With ``tls``, the refusal is said inside TLS: the lingering thread
+        does the handshake first, without blocking, within
+        ``handshake_timeout`` seconds (a peer that does not complete it is
+        closed, like one that lingers too long).
+        """
+        if tls is None:
+            _say_refusal(serving, sock)
+            self.add(sock, seconds)
+            return
+        try:
+            secured = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            secured.setblocking(False)
+        except OSError:
+            serving.connection_lost()
+            sock.close()
+            return
+        self._add(secured, time.monotonic() + handshake_timeout, (serving, seconds))
+
+    def add(self, sock: socket.socket, seconds: float) -> None:
+        """Half-close ``sock`` and linger on it for ``seconds`` at most, then close it."""
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+        self._add(sock, time.monotonic() + seconds, None)
+
+    def _add(self, sock: socket.socket, deadline: float, refusal: _Refusal | None) -> None:
+        with self._lock:
+            if self._closed:
+                if refusal is not None:
+                    refusal[0].connection_lost()
+                sock.close()
+                return
+            self._added.append((sock, deadline, refusal))
+        self._wakeup.set()
+
+    def close(self) -> None:
+        """Close every socket still lingered on, and stop the thread."""
+        with self._lock:
+            self._closed = True
+        self._wakeup.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        deadlines = self._deadlines
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        return
+                    added, self._added = self._added, []
+                for sock, deadline, refusal in added:
+                    if len(deadlines) >= _MAX_LINGERING:
+                        self._drop(next(iter(deadlines)))
+                    sock.setblocking(False)
+                    self._selector.register(sock, selectors.EVENT_READ)
+                    deadlines[sock] = deadline
+                    if refusal is not None:
+                        self._handshaking[sock] = refusal
+                now = time.monotonic()
+                for sock in [sock for sock, deadline in deadlines.items() if deadline <= now]:
+                    self._drop(sock)
+                timeout = min(deadlines.values(), default=now + 1.0) - now
+                for key, _ in self._selector.select(max(0.0, timeout)):
+                    if key.fileobj is self._wakeup:
+                        self._wakeup.clear()
+                        continue
+                    peer = key.fileobj
+                    assert isinstance(peer, socket.socket)
+                    if peer in self._handshaking:
+                        self._shake_hands(peer)
+                        continue
+                    try:
+                        if peer.recv(READ_SIZE):
+                            continue  # discarded
+                    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                        continue  # nothing yet, or only part of a TLS record
+                    except OSError:
+                        pass
+                    self._drop(peer)  # the peer closed: it has read its answer
+        finally:
+            for sock in list(deadlines):
+                self._drop(sock)
+            self._selector.close()
+            self._wakeup.close()
+
+    def _shake_hands(self, peer: socket.socket) -> None:
+        """Go on with ``peer``'s TLS handshake; once done, say the refusal and linger."""
+        assert isinstance(peer, ssl.SSLSocket)
+        try:
+            peer.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return  # the rest of the peer's handshake is yet to come
+        except OSError:
+            self._drop(peer)
+            return
+        serving, seconds = self._handshaking.pop(peer)
+        _say_refusal(serving, peer)  # then read and discarded, without a half-close (TLS has none)
+        self._deadlines[peer] = time.monotonic() + seconds
+
+    def _drop(self, sock: socket.socket) -> None:
+        self._deadlines.pop(sock, None)
+        refusal = self._handshaking.pop(sock, None)
+        if refusal is not None:
+            refusal[0].connection_lost()
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(sock)
+        sock.close()
+
+
+def _say_refusal(serving: ServingConnection, sock: socket.socket) -> None:
+    """Write what ``serving`` says, without blocking (a refusal is small), and end it."""
+    with contextlib.suppress(OSError):
+        sock.setblocking(False)
+        while type(action := serving.next_action(time.monotonic())) is Write:
+            sock.send(action.data)
+    serving.connection_lost()
+
+
+class Listener(ClosedOnExit, Iterator["Notification | Event"]):
+    """An iterator over what a server sends; see ``blocking.listen``.
+
+    :meth:`close` stops it, from the iterating thread or from any other
+    one: no further ask is made and the connection is closed. A ``for``
+    loop that breaks out of it, or a ``with`` block around it, should
+    close it.
+    """
+
+    def __init__(self, driver: ClientDriver, context: ssl.SSLContext | None = None) -> None:
+        self._driver = driver
+        self._tls = context
+        self._stop = threading.Event()
+        # close() was called: read for every item delivered, where
+        # ``self._stop.is_set()`` would cost a call each.
+        self._closed = False
+        # Held for the whole of each next(): close() tries it to learn
+        # whether another thread is inside the generator right now.
+        self._next_lock = threading.Lock()
+        self._socket_lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self._items = self._run()
+
+    def __iter__(self) -> Listener:
+        return self
+
+    def __next__(self) -> Notification | Event:
+        with self._next_lock:
+            return next(self._items)
+
+    def close(self) -> None:
+        """Stop listening; safe to call from any thread, and more than once.
+
+        No further ask is made and nothing more is yielded. From another
+        thread it interrupts a read or a backoff sleep at once; a connection
+        attempt ends within ``connect_timeout``. The iterating thread's
+        ``next()`` then raises ``StopIteration``.
+        """
+        self._closed = True
+        self._stop.set()
+        with self._socket_lock:
+            sock = self._socket
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                # The plain socket's shutdown, also under TLS: it wakes a recv()
+                # in the other thread without pulling its TLS state away.
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        if self._next_lock.acquire(blocking=False):
+            try:
+                self._items.close()  # nobody is inside it: finish it here
+            finally:
+                self._next_lock.release()
+
+    def _set_socket(self, sock: socket.socket | None) -> None:
+        with self._socket_lock:
+            old = self._socket
+            self._socket = sock
+        if old is not None and old is not sock:
+            old.close()
+
+    def _run(self) -> Generator[Notification | Event, None, None]:
+        driver = self._driver
+        stop = self._stop
+        sock: socket.socket | None = None
+        try:
+            while not stop.is_set():
+                action = driver.next_action(time.monotonic())
+                if type(action) is Deliver:
+                    for item in action.items:
+                        if self._closed:
+                            return
+                        yield item
+                elif type(action) is Receive:
+                    assert sock is not None
+                    try:
+                        if sock.gettimeout() != action.timeout:
+                            sock.settimeout(action.timeout)
+                        data = sock.recv(READ_SIZE)
+                    except TimeoutError:
+                        driver.timed_out(time.monotonic())
+                    except OSError as error:
+                        if stop.is_set():
+                            return
+                        driver.connection_lost(time.monotonic(), describe_error(error))
+                    else:
+                        if stop.is_set():
+                            return  # close() shut the socket down: not the server's end
+                        driver.data_received(time.monotonic(), data)
+                elif type(action) is Send:
+                    assert sock is not None
+                    try:
+                        sock.sendall(action.data)
+                    except OSError as error:
+                        if stop.is_set():
+                            return
+                        driver.connection_lost(time.monotonic(), describe_error(error))
+                elif type(action) is Connect:
+                    try:
+                        sock = _tls.connect(action.host, action.port, action.timeout, self._tls)
+                    except OSError as error:
+                        driver.connect_failed(time.monotonic(), describe_error(error))
+                    else:
+                        self._set_socket(sock)
+                        if stop.is_set():
+                            return
+                        driver.connected(time.monotonic())
+                elif type(action) is Sleep:
+                    stop.wait(action.delay)
+                elif type(action) is Disconnect:
+                    self._set_socket(None)
+                    sock = None
+                else:  # Stop
+                    return
+        finally:
+            self._set_socket(None)
+
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._common import ListenOptions, ServeOptions
 
-__all__ = ["Listener", "Server", "listen", "serve"]
 
 #: A blocking exchange handler: it returns the answer itself.
 BlockingExchangeHandler = Callable[[Ask], ExchangeResult]
@@ -296,3 +676,171 @@ def serve(
     (it runs on the connection's thread).
     """
     return Server(hub, host, port, exchange_handler, options)
+
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._proxy import ProxyOptions
+
+
+class ProxyClosed(RuntimeError):
+    """The proxy was closed: it makes no exchange and reads no notification any more."""
+
+
+class Proxy(ClosedOnExit):
+    """A proxy of the server at ``url`` (``http://host:port[/base]``), on blocking sockets.
+
+    The methods of the asyncio ``Proxy``, blocking: each exchange returns
+    its result (or raises :class:`ExchangeError` or :class:`ExchangeFailed`),
+    and :meth:`notifications` is a blocking iterator that waits for the
+    first answered exchange, then asks. :meth:`close` (or leaving a
+    ``with`` block) stops everything from any thread: an exchange in
+    progress raises :class:`ExchangeFailed`, the notifications iterator
+    stops, and later calls raise :class:`ProxyClosed`.
+    """
+
+    def __init__(self, url: str, **options: Unpack[ProxyOptions]) -> None:
+        self.driver, self._tls = proxy_driver(url, **options)
+        # The driver is not thread-safe: every call into it is made under
+        # this lock, but for the listener's own, which only its thread makes.
+        self._lock = threading.Lock()
+        # Notified when the ask is unlocked, and on every close.
+        self._changed = threading.Condition(self._lock)
+        self._closed = False
+        self._running: set[Listener] = set()
+
+    def _runner(self, driver: ClientDriver) -> Listener:
+        """A loop performing ``driver``'s actions, stopped by :meth:`close`; under the lock."""
+        if self._closed:
+            raise ProxyClosed("the proxy is closed")
+        runner = Listener(driver, self._tls)
+        self._running.add(runner)
+        return runner
+
+    def exchange(self, ask: Ask) -> ResultReceived:
+        """One exchange of kinds 0-3: the result, as parsed and as its bytes (``raw``)."""
+        with self._lock:
+            exchange = self.driver.exchange(ask)
+            runner = self._runner(exchange)
+        try:
+            for _ in runner:
+                pass  # an exchange delivers nothing: its outcome is its answer
+        finally:
+            runner.close()
+            with self._lock:
+                self._running.discard(runner)
+                if self.driver.exchange_ended(exchange, time.monotonic()):
+                    self._changed.notify_all()
+        return exchange.answer()
+
+    def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        """``tools/list``: the result, ``{"tools": [...]}`` (and ``nextCursor`` for more)."""
+        return result_object(self.exchange(list_tools_ask(cursor)))
+
+    def list_resources(self, cursor: str | None = None) -> dict[str, Any]:
+        """``resources/list``: the result, ``{"resources": [...]}``."""
+        return result_object(self.exchange(list_resources_ask(cursor)))
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        progress_token: str | int | None = None,
+    ) -> dict[str, Any]:
+        """``tools/call``: the result; the progress of ``progress_token`` comes on the path."""
+        return result_object(
+            self.exchange(call_tool_ask(name, arguments, progress_token=progress_token))
+        )
+
+    def read_resource(self, uri: str) -> dict[str, Any]:
+        """``resources/read``: the result, ``{"contents": [...]}``."""
+        return result_object(self.exchange(read_resource_ask(uri)))
+
+    def notifications(self) -> Notifications:
+        """What the one notification ask brings: a blocking iterator (every event with ``events``).
+
+        It waits for the first answered exchange (made on another thread)
+        before asking. One reader at a time: a second one raises
+        ``LocalProtocolError`` at its first ``next()``. Its ``close()``, from
+        any thread, stops it; so does :meth:`close`.
+        """
+        return Notifications(self)
+
+    def _listener(self, reader: Notifications) -> Listener | None:
+        """Wait until the ask may be made: its loop, or ``None`` once ``reader`` or all closed."""
+        with self._changed:
+            while not (self.driver.may_listen or self._closed or reader.closed):
+                self._changed.wait()
+            if self._closed or reader.closed:
+                return None
+            return self._runner(self.driver.open_notifications())
+
+    def _listened(self, runner: Listener) -> None:
+        """A reader's loop is over: its ask ends (the policy counts it)."""
+        runner.close()
+        with self._lock:
+            self._running.discard(runner)
+            self.driver.close_notifications(time.monotonic())
+
+    def _wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """Stop every exchange and the notifications, from any thread; more than once is fine."""
+        with self._changed:
+            self._closed = True
+            running = list(self._running)
+            self._changed.notify_all()
+        for runner in running:
+            runner.close()
+
+
+class Notifications(ClosedOnExit, Iterator["Notification | Event"]):
+    """The blocking iterator of :meth:`Proxy.notifications`.
+
+    :meth:`close` stops it from the iterating thread or any other: a wait
+    for the first exchange, a read or a backoff sleep ends at once, and
+    ``next()`` then raises ``StopIteration``.
+    """
+
+    def __init__(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+        self.closed = False
+        self._runner: Listener | None = None
+        # Held for the whole of each next(), as the listener's own lock is.
+        self._next_lock = threading.Lock()
+        self._items = self._run()
+
+    def __iter__(self) -> Notifications:
+        return self
+
+    def __next__(self) -> Notification | Event:
+        with self._next_lock:
+            return next(self._items)
+
+    def close(self) -> None:
+        """Stop reading; safe from any thread, and more than once."""
+        self.closed = True
+        runner = self._runner
+        if runner is not None:
+            runner.close()
+        self._proxy._wake()
+        if self._next_lock.acquire(blocking=False):
+            try:
+                self._items.close()  # nobody is inside it: finish it here
+            finally:
+                self._next_lock.release()
+
+    def _run(self) -> Generator[Notification | Event, None, None]:
+        runner = self._runner = self._proxy._listener(self)
+        if runner is None:
+            return
+        try:
+            if self.closed:  # closed while the loop was being made
+                return
+            yield from runner
+        finally:
+            self._proxy._listened(runner)

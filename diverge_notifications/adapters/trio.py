@@ -12,6 +12,7 @@ The hub is not thread-safe: publish from the trio thread (``hub.publish`` or
 
 from __future__ import annotations
 
+import contextlib
 import math
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..sansio.actions import (
+from ..sansio.drivers.actions import (
     ClientDriver,
     Close,
     Connect,
@@ -34,20 +35,145 @@ from ..sansio.actions import (
     WaitUntil,
     Write,
 )
+from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed
+from ..sansio.drivers.serve import ServingConnection
+from ..sansio.drivers.settings import ServeSettings
 from ..sansio.events import Event
-from ..sansio.hub import Hub
-from ..sansio.mcp import Notification
-from ..sansio.serve_settings import ServeSettings
-from . import _trio_tls
-from ._common import READ_SIZE, AsyncServerBase, accepted, describe_error, listen_driver
-from ._trio_parts import STREAM_ERRORS, answer_within, close_as, sent
+from ..sansio.mcp.model import Notification
+from ..sansio.server.hub import Hub
+from ..sansio.wire.asks import Ask
+from . import trio as _trio_tls
+from ._common import (
+    READ_SIZE,
+    AsyncServerBase,
+    ServerBase,
+    accepted,
+    describe_error,
+    handler_timed_out,
+    listen_driver,
+    reset_on_close,
+    run_exchange_handler,
+)
+from ._proxy import AsyncProxy
+
+__all__ = [
+    "STREAM_ERRORS",
+    "ExchangeError",
+    "ExchangeFailed",
+    "Proxy",
+    "Server",
+    "answer_within",
+    "close_as",
+    "connect",
+    "linger",
+    "listen",
+    "secure_accepted",
+    "sent",
+    "serve",
+]
+
+
+#: What a broken or closed stream raises.
+STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+#: Bytes sent at a time: a peer that takes none of a piece for stall_timeout is stalled.
+_PIECE = 64 * 1024
+
+
+async def sent(stream: trio.abc.Stream, data: bytes, stall_timeout: float) -> bool:
+    """Send ``data``; False if the peer took none of a piece of it for ``stall_timeout`` seconds.
+
+    Progress is seen a piece (``_PIECE`` bytes) at a time.
+    """
+    view = memoryview(data)
+    for start in range(0, len(view), _PIECE):
+        with trio.move_on_after(stall_timeout):
+            await stream.send_all(view[start : start + _PIECE])
+            continue
+        return False
+    return True
+
+
+def _socket(stream: trio.abc.Stream) -> object:
+    """The socket under ``stream``, inside TLS or not (``None`` if it has none)."""
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    return getattr(stream, "socket", None)
+
+
+async def close_as(stream: trio.abc.Stream, close: Close) -> None:
+    """Before ``stream`` is closed: make it a reset (``abort``), or linger (``linger`` seconds)."""
+    if close.abort:
+        reset_on_close(_socket(stream))
+    elif close.linger:
+        await linger(stream, close.linger)
+
+
+async def linger(stream: trio.abc.Stream, seconds: float) -> None:
+    """Half-close, then read and discard until the peer closes or ``seconds`` pass.
+
+    TLS has no half-close: inside it the stream is only read and discarded
+    (the refusal has a ``Content-Length``, so the peer knows where it ends).
+    """
+    with trio.move_on_after(seconds), contextlib.suppress(*STREAM_ERRORS):
+        if isinstance(stream, trio.abc.HalfCloseableStream):
+            await stream.send_eof()
+        while await stream.receive_some(READ_SIZE):
+            pass  # discarded: the peer reads its refusal, not a reset
+
+
+async def answer_within(
+    serving: ServingConnection, settings: ServeSettings[ExchangeHandler], ask: Ask
+) -> None:
+    """Perform ``RunHandler(ask)``, cancelling the handler past ``exchange_timeout``."""
+    assert settings.exchange_handler is not None
+    with trio.move_on_after(settings.exchange_timeout) as scope:
+        await run_exchange_handler(serving, settings.exchange_handler, ask)
+    if scope.cancelled_caught:
+        handler_timed_out(serving, ask, settings.exchange_timeout)
+
+
+async def connect(host: str, port: int, context: ssl.SSLContext | None) -> trio.abc.Stream:
+    """A connection to ``host``:``port``, inside TLS (verified for ``host``) with ``context``.
+
+    The caller bounds the time it takes; a stream whose handshake fails is
+    closed. Raises ``OSError`` or ``trio.BrokenResourceError`` (caused by
+    the :class:`ssl.SSLError`).
+    """
+    stream = await trio.open_tcp_stream(host, port)
+    if context is None:
+        return stream
+    # https_compatible: a peer may end without a TLS close, as HTTP servers do.
+    secured = trio.SSLStream(stream, context, server_hostname=host, https_compatible=True)
+    try:
+        await secured.do_handshake()
+    except BaseException:
+        await trio.aclose_forcefully(secured)
+        raise
+    return secured
+
+
+async def secure_accepted(stream: trio.abc.Stream, server: ServerBase) -> trio.abc.Stream | None:
+    """``stream`` inside the TLS of ``server``, or as it is if the server has none.
+
+    ``None`` if the handshake fails or takes longer than the server's
+    ``ask_timeout``: the caller closes the connection.
+    """
+    if server.tls is None:
+        return stream
+    secured = trio.SSLStream(stream, server.tls, server_side=True, https_compatible=True)
+    with trio.move_on_after(server.ask_timeout):
+        try:
+            await secured.do_handshake()
+        except STREAM_ERRORS:
+            return None
+        return secured
+    return None
+
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._common import ListenOptions, ServeOptions
-
-__all__ = ["Server", "listen", "serve"]
 
 
 def listen(
@@ -298,3 +424,27 @@ async def serve(
             # Bounded by close_timeout, so shielding cannot hang a cancellation.
             with trio.CancelScope(shield=True):
                 await server.close()
+
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._proxy import ProxyOptions
+
+
+class Proxy(AsyncProxy):
+    """A proxy of the server at ``url`` (``http://host:port[/base]``), on trio.
+
+    The methods of the asyncio ``Proxy``, with the same behaviour. Iterate
+    ``notifications()`` inside ``contextlib.aclosing(...)``, as trio's
+    ``listen``. The proxy may be made outside ``trio.run``.
+    """
+
+    def __init__(self, url: str, **options: Unpack[ProxyOptions]) -> None:
+        super().__init__(url, trio.Event(), **options)
+
+    def _drive(self, driver: ClientDriver) -> AsyncGenerator[Notification | Event, None]:
+        return _listen(driver, self._tls)
+
+    def _now(self) -> float:
+        return trio.current_time()

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ..sansio._json import JsonError, parse
-from ..sansio.mcp import _json_type
+from ..sansio.mcp.json import JsonError, parse
+from ..sansio.mcp.model import _json_type
 
 __all__ = [
     "HTTP_TYPES",

@@ -26,12 +26,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .. import __version__
-from ..sansio._errors import FrameError
+from ..sansio.client.policy import ProxyPolicy
+from ..sansio.errors import FrameError
 from ..sansio.events import AttemptsExhausted, Event
-from ..sansio.hub import Hub
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE
-from ..sansio.mcp import ErrorCode, ErrorData, LogLevel, Notification
-from ..sansio.policy import ProxyPolicy
+from ..sansio.mcp.model import ErrorCode, ErrorData, LogLevel, Notification
+from ..sansio.server.hub import Hub
 from ._config import ServerSpec
 from ._http import http_transport
 from ._link import Link, describe

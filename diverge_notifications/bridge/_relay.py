@@ -18,20 +18,14 @@ import anyio
 import attrs
 from mcp.shared.uri_template import UriTemplate
 
-from ..sansio.asks import Ask, Exchange
+from ..sansio.client.policy import DEFAULT_BACKOFF, Backoff, ProxyPolicy
 from ..sansio.events import Event
-from ..sansio.hub import Hub
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE
-from ..sansio.mcp import ErrorCode, ErrorData, LogLevel
-from ..sansio.policy import DEFAULT_BACKOFF, Backoff, ProxyPolicy
+from ..sansio.mcp.model import ErrorCode, ErrorData, LogLevel
+from ..sansio.server.hub import Hub
+from ..sansio.wire.asks import Ask, Exchange
 from ._config import ServerSpec
-from ._core import (
-    DEFAULT_PING_INTERVAL,
-    Bridge,
-    BridgeExhausted,
-    BridgeSettings,
-    check_command,
-)
+from ._core import DEFAULT_PING_INTERVAL, Bridge, BridgeExhausted, BridgeSettings, check_command
 from ._subscribe import MAX_PAGES
 
 __all__ = ["DEFAULT_EXCHANGE_TIMEOUT", "McpRelay", "RelayExhausted", "ServerStatus"]

@@ -54,7 +54,7 @@ def ask_of(kind: str, params: str | None) -> Ask:
 async def _ask(
     args: argparse.Namespace, ask: Ask, *, token: str | None, tls: ssl.SSLContext | None
 ) -> int:
-    from ..adapters.asyncio_proxy import ExchangeError, ExchangeFailed, Proxy
+    from ..adapters.asyncio import ExchangeError, ExchangeFailed, Proxy
 
     try:
         proxy = Proxy(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..cluster import BrokerError, BrokerUnavailable, OutboxFull
 from ..sansio import Hub, Notification
-from ..sansio.reports import PathEnd, PathEndedReport, RefusalReport, ServeReport
+from ..sansio.drivers.reports import PathEnd, PathEndedReport, RefusalReport, ServeReport
 from .output import say
 from .running import PROG, UsageError
 

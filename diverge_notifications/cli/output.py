@@ -36,7 +36,7 @@ from ..sansio import (
     NotificationReceived,
     StreamErrored,
 )
-from ..sansio._json import dumps
+from ..sansio.mcp.json import dumps
 from .terminal import speaks_unicode, visible
 
 __all__ = [

@@ -75,7 +75,7 @@ def _positive_seconds(text: str) -> float:
 
 
 def _keepalive_option(parser: argparse.ArgumentParser, text: str) -> None:
-    from ..sansio.serving_defaults import DEFAULT_KEEPALIVE_INTERVAL
+    from ..sansio.drivers.settings import DEFAULT_KEEPALIVE_INTERVAL
 
     parser.add_argument(
         "--keepalive",
@@ -114,12 +114,12 @@ def _count(text: str) -> int:
 
 def _serve_limits(parser: argparse.ArgumentParser) -> None:
     """``serve``'s limits: what a stalled, slow or crowding peer may cost (docs/cli.md)."""
-    from ..sansio.hub import DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_SIZE
-    from ..sansio.serving_defaults import (
+    from ..sansio.drivers.settings import (
         DEFAULT_BACKLOG,
         DEFAULT_MAX_CONNECTIONS,
         DEFAULT_STALL_TIMEOUT,
     )
+    from ..sansio.server.hub import DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_SIZE
 
     parser.add_argument(
         "--stall-timeout",
@@ -391,7 +391,7 @@ def check_listen_url(url: str) -> str:
     (no characters that cannot go into an HTTP request).
     """
     from ..sansio import LocalProtocolError, ProxyConnection
-    from ..sansio.urls import parse_url
+    from ..sansio.client.urls import parse_url
 
     try:
         endpoint = parse_url(url)
@@ -408,7 +408,7 @@ def check_plaintext_token(url: str, token: str | None, *, allowed: bool) -> None
     said with the option that lifts it, ``--allow-plaintext-token``. Raises
     ``ValueError``.
     """
-    from ..sansio.urls import PlaintextTokenRefused, check_token_transport, parse_url
+    from ..sansio.client.urls import PlaintextTokenRefused, check_token_transport, parse_url
 
     endpoint = parse_url(url)
     try:

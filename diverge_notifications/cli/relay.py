@@ -17,7 +17,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
 from ..sansio import Event, Hub
-from ..sansio._json import dumps
+from ..sansio.mcp.json import dumps
 from .output import event_record, say
 from .running import PROG, UsageError
 

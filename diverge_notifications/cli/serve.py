@@ -30,10 +30,10 @@ from typing import Any, Final
 
 from ..cluster import NotificationTooLarge as TooLargeForBroker
 from ..sansio import FrameError, Hub, Notification
-from ..sansio.counts import ServerStats
-from ..sansio.hub import NotificationTooLarge
+from ..sansio.drivers.reports import PathEndedReport, ServeReport
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
-from ..sansio.reports import PathEndedReport, ServeReport
+from ..sansio.server.counts import ServerStats
+from ..sansio.server.hub import NotificationTooLarge
 from .cluster import redis_problem, replica_for
 from .output import say
 from .parser import resolve_token, serve_tls_context

@@ -77,9 +77,9 @@ from ..sansio import (
     StreamErrored,
     StreamOpened,
 )
-from ..sansio._json import dumps
 from ..sansio.events import AttemptsExhausted
-from ..sansio.mcp import (
+from ..sansio.mcp.json import dumps
+from ..sansio.mcp.model import (
     Cancelled,
     ElicitationComplete,
     ListChanged,

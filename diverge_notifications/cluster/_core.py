@@ -39,8 +39,8 @@ from ..sansio.envelope import (
     encode_envelope,
     header_size,
 )
-from ..sansio.hub import Hub, as_notification
-from ..sansio.mcp import Notification
+from ..sansio.mcp.model import Notification
+from ..sansio.server.hub import Hub, as_notification
 
 __all__ = [
     "DEFAULT_CHANNEL",

@@ -38,10 +38,10 @@ except ImportError as error:  # pragma: no cover - the extra is installed in dev
         name="redis",
     ) from error
 
+from ..sansio.client.policy import DEFAULT_BACKOFF, Backoff, ProxyPolicy
 from ..sansio.envelope import DEFAULT_LIMITS, DEFAULT_MAX_ORIGINS, EnvelopeLimits
 from ..sansio.events import RetryScheduled
-from ..sansio.hub import Hub
-from ..sansio.policy import DEFAULT_BACKOFF, Backoff, ProxyPolicy
+from ..sansio.server.hub import Hub
 from ._core import (
     DEFAULT_CHANNEL,
     DEFAULT_MAX_BATCH,

@@ -16,16 +16,9 @@ from typing import Any
 from redis.asyncio.connection import Connection, ConnectionPool
 from redis.asyncio.retry import Retry
 
-from ..adapters._asyncio_parts import within
+from ..adapters.asyncio import within
 from ._core import logger
-from ._redis import (
-    FAILURES,
-    Reconnects,
-    RedisBrokerBase,
-    check_subscribed,
-    describe,
-    message_data,
-)
+from ._redis import FAILURES, Reconnects, RedisBrokerBase, check_subscribed, describe, message_data
 
 __all__ = ["RedisBroker"]
 

@@ -18,13 +18,7 @@ from redis.connection import Connection, ConnectionPool
 from redis.retry import Retry
 
 from ._core import logger
-from ._redis import (
-    FAILURES,
-    RedisBrokerBase,
-    check_subscribed,
-    describe,
-    message_data,
-)
+from ._redis import FAILURES, RedisBrokerBase, check_subscribed, describe, message_data
 
 __all__ = ["BlockingRedisBroker"]
 

@@ -16,7 +16,7 @@ from collections import deque
 from typing import Any
 
 from ..sansio.envelope import DEFAULT_LIMITS, DEFAULT_MAX_ORIGINS, EnvelopeLimits
-from ..sansio.hub import Hub
+from ..sansio.server.hub import Hub
 from ._core import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BATCH_BYTES,

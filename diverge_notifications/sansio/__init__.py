@@ -10,8 +10,10 @@ the drivers the adapters run on) is reached through its module, named after
 its layer: see ``docs/architecture.md``.
 """
 
-from ._errors import AskError, FrameError, FrameErrorReason, LocalProtocolError, ProtocolError
-from .asks import Ask, Exchange, decode_ask, encode_ask
+from .client.connection import ExchangeConnection, ProxyConnection
+from .client.policy import Backoff, ProxyPolicy
+from .client.sequence import SequenceMachine
+from .errors import AskError, FrameError, FrameErrorReason, LocalProtocolError, ProtocolError
 from .events import (
     NEED_DATA,
     AskRefused,
@@ -29,16 +31,15 @@ from .events import (
     StreamErrored,
     StreamOpened,
 )
-from .framing import encode_frame
-from .http import ChannelIds
-from .hub import Hub, Interest
-from .mcp import ErrorData, LogLevel, Notification, NotificationKind
-from .messages import decode_message, encode_message
-from .policy import Backoff, ProxyPolicy
-from .proxy import ExchangeConnection, ProxyConnection
-from .sequence import Profile, SequenceMachine
-from .server import ServerConnection
-from .writer import ContainerWriter
+from .mcp.model import ErrorData, LogLevel, Notification, NotificationKind
+from .server.connection import ServerConnection
+from .server.hub import Hub, Interest
+from .server.writer import ContainerWriter
+from .wire.asks import Ask, Exchange, decode_ask, encode_ask
+from .wire.framing import encode_frame
+from .wire.http import ChannelIds
+from .wire.messages import decode_message, encode_message
+from .wire.profiles import Profile
 
 __all__ = [
     "NEED_DATA",

@@ -40,9 +40,9 @@ from typing import Final
 
 import attrs
 
-from ._errors import FrameError, LocalProtocolError, ProtocolError
-from .framing import DEFAULT_MAX_FRAME_SIZE
-from .mcp import Notification
+from .errors import FrameError, LocalProtocolError, ProtocolError
+from .mcp.model import Notification
+from .wire.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -18,9 +18,9 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ._errors import FrameError
-from .asks import Ask
-from .mcp import ErrorData, Notification, NotificationKind
+from .errors import FrameError
+from .mcp.model import ErrorData, Notification, NotificationKind
+from .wire.asks import Ask
 
 __all__ = [
     "NEED_DATA",

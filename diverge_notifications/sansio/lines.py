@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, cast
 
-from .framing import DEFAULT_MAX_FRAME_SIZE
+from .wire.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["DEFAULT_MAX_LINE_SIZE", "LineSplitter", "PlainLineSplitter"]
 

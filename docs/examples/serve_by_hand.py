@@ -26,8 +26,8 @@ from diverge_notifications.sansio.events import (
     ReaskNeeded,
     StreamOpened,
 )
-from diverge_notifications.sansio.http import ChannelIds
-from diverge_notifications.sansio.server import ServerConnection
+from diverge_notifications.sansio.server.connection import ServerConnection
+from diverge_notifications.sansio.wire.http import ChannelIds
 
 
 def serve_connection(

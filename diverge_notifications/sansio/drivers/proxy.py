@@ -1,0 +1,585 @@
+"""The proxy driver: exchanges of kinds 0-3, and the one notification ask, without the I/O.
+
+A proxy of the provider protocol does two things with a server: it asks the
+four one-shot exchanges (list tools, list resources, call a tool, read a
+resource), each on a connection of its own, and, once its first exchange has
+been answered, it asks for notifications and keeps exactly one such ask open,
+asking again whenever a path ends (the specification page of kind 4). This
+module decides all of it; the adapters' ``Proxy`` classes move the bytes.
+
+- :class:`ExchangeDriver` is one exchange: an :class:`ExchangeConnection` on
+  a fresh connection. Its actions are the listener's (:class:`Connect`,
+  :class:`Send`, :class:`Receive`, :class:`Disconnect`, :class:`Stop`) and
+  it takes the listener's reports (:class:`~.actions.ClientDriver`), so the
+  loop an adapter runs for :func:`listen` runs an exchange too. Its states
+  and what moves it between them are one table,
+  :data:`EXCHANGE_DRIVER_TRANSITIONS`.
+- :class:`ProxyDriver` holds the :class:`ProxyPolicy` (by default
+  ``require_exchange=True``), makes the exchanges, unlocks the notification
+  ask when the first one is answered, and gives one reader at a time a
+  :class:`~.listening.ListenDriver` on that policy for it. The re-asks,
+  their backoff and the idle timeout are the listener driver's, as for
+  ``listen()``.
+
+The ask builders (:func:`call_tool_ask` and the others) make the params of
+the four exchanges as MCP spells them. Nothing here opens sockets, sleeps,
+reads a clock or draws random numbers: ``now`` and the jitter source are
+parameters.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from ..client.connection import ExchangeConnection
+from ..client.policy import PolicyState, ProxyPolicy
+from ..client.urls import Endpoint, parse_url
+from ..errors import LocalProtocolError
+from ..events import (
+    NEED_DATA,
+    ConnectionFailed,
+    Event,
+    NotServed,
+    ResultReceived,
+    StreamBroken,
+    StreamEnded,
+    StreamErrored,
+)
+from ..mcp.model import ErrorData
+from ..wire.asks import Ask, Exchange
+from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
+from ..wire.profiles import Profile
+from .actions import Connect, Disconnect, ListenAction, Receive, Send, Stop
+from .listen import DEFAULT_CONNECT_TIMEOUT, ListenDriver, ListenState
+from .settings import DEFAULT_KEEPALIVE_INTERVAL, check_positive
+
+__all__ = [
+    "ABANDONED",
+    "DEFAULT_EXCHANGE_TIMEOUT",
+    "EXCHANGE_DRIVER_TRANSITIONS",
+    "STOPPED_READING",
+    "ExchangeDriver",
+    "ExchangeDriverInput",
+    "ExchangeDriverOutcome",
+    "ExchangeDriverState",
+    "ExchangeError",
+    "ExchangeFailed",
+    "ProxyDriver",
+    "call_tool_ask",
+    "list_resources_ask",
+    "list_tools_ask",
+    "read_resource_ask",
+    "result_object",
+]
+
+#: Seconds a proxy waits for an exchange's answer: longer than a relay gives
+#: a forwarded call (300 s), so that the relay's own timeout error is what
+#: arrives, not a silence.
+DEFAULT_EXCHANGE_TIMEOUT: Final = 330.0
+#: Why the ask in progress ended when its reader stopped reading.
+STOPPED_READING: Final = "the proxy stopped reading its notifications"
+#: Why an exchange ended that its adapter stopped performing.
+ABANDONED: Final = "the proxy stopped the exchange"
+
+_DISCONNECT: Final = Disconnect()
+_STOP: Final = Stop()
+
+
+# --- the exchanges' params -------------------------------------------------------------------
+
+
+def _list_ask(exchange: Exchange, cursor: str | None) -> Ask:
+    if cursor is None:
+        return Ask(exchange=exchange)
+    if not isinstance(cursor, str):
+        raise TypeError(f"cursor must be a str or None, not {type(cursor).__name__}")
+    return Ask(exchange=exchange, params={"cursor": cursor})
+
+
+def list_tools_ask(cursor: str | None = None) -> Ask:
+    """The ask of kind 0: ``tools/list``, from ``cursor`` (a previous page's ``nextCursor``)."""
+    return _list_ask(Exchange.LIST_TOOLS, cursor)
+
+
+def list_resources_ask(cursor: str | None = None) -> Ask:
+    """The ask of kind 1: ``resources/list``, from ``cursor``."""
+    return _list_ask(Exchange.LIST_RESOURCES, cursor)
+
+
+def call_tool_ask(
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    progress_token: str | int | None = None,
+) -> Ask:
+    """The ask of kind 2: ``tools/call`` of ``name`` with ``arguments``.
+
+    With a ``progress_token`` (a string or an integer, as MCP's
+    ``ProgressToken``) the params carry ``_meta.progressToken``, and the
+    server's progress for the call comes on the notification path.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        if not isinstance(arguments, Mapping):
+            raise TypeError(f"arguments must be a mapping or None, not {type(arguments).__name__}")
+        params["arguments"] = dict(arguments)
+    if progress_token is not None:
+        if isinstance(progress_token, bool) or not isinstance(progress_token, (str, int)):
+            raise TypeError(
+                f"progress_token must be a str or an int, not {type(progress_token).__name__}"
+            )
+        params["_meta"] = {"progressToken": progress_token}
+    return Ask(exchange=Exchange.CALL_TOOL, params=params)
+
+
+def read_resource_ask(uri: str) -> Ask:
+    """The ask of kind 3: ``resources/read`` of ``uri``."""
+    if not isinstance(uri, str):
+        raise TypeError(f"uri must be a str, not {type(uri).__name__}")
+    return Ask(exchange=Exchange.READ_RESOURCE, params={"uri": uri})
+
+
+def result_object(answer: ResultReceived) -> dict[str, Any]:
+    """The result of ``answer``: a JSON object, as the rules of an answer make it."""
+    result = answer.result
+    assert isinstance(result, dict), type(result)
+    return result
+
+
+# --- what an exchange can end with -----------------------------------------------------------
+
+
+class ExchangeError(Exception):
+    """The server answered the exchange with an error: its :class:`ErrorData`, unchanged."""
+
+    def __init__(self, error: ErrorData) -> None:
+        super().__init__(f"error {error.code}: {error.message}")
+        self.error = error
+
+
+class ExchangeFailed(Exception):
+    """The exchange got no answer: no connection, not served, or the answer broke off.
+
+    ``event`` is what ended it (:class:`ConnectionFailed`, :class:`NotServed`
+    or :class:`StreamBroken`) and the message says why, for people.
+    """
+
+    def __init__(self, event: ConnectionFailed | NotServed | StreamBroken) -> None:
+        if isinstance(event, ConnectionFailed):
+            reason = f"could not connect: {event.reason}"
+        elif isinstance(event, NotServed):
+            reason = f"not served ({event.status}): {event.reason}"
+        else:
+            reason = f"the answer broke off: {event.reason}"
+        super().__init__(reason)
+        self.event = event
+        self.reason = reason
+
+
+# --- one exchange: the table -----------------------------------------------------------------
+
+
+class ExchangeDriverState(enum.Enum):
+    """Where one exchange is."""
+
+    #: Nothing done yet: the next action connects.
+    READY = "ready"
+    #: :class:`Connect` was returned; waiting for its outcome.
+    CONNECTING = "connecting"
+    #: Connected: the ask is sent and the answer read.
+    OPEN = "open"
+    #: The outcome is known (:meth:`ExchangeDriver.answer`).
+    DONE = "done"
+
+
+class ExchangeDriverInput(enum.Enum):
+    """What happens to one exchange; ``next_action()`` is one of three, by the state."""
+
+    START = "next_action(), nothing done yet"
+    READ = "next_action(), the answer is awaited"
+    FINISHED = "next_action(), the outcome is known"
+    CONNECTED = "connected()"
+    CONNECT_FAILED = "connect_failed()"
+    DATA = "data_received(), the answer goes on"
+    DATA_ENDS = "data_received(), the answer ended"
+    LOST = "connection_lost()"
+    TIMED_OUT = "timed_out()"
+
+
+class ExchangeDriverOutcome(enum.Enum):
+    """What a transition does besides changing the state."""
+
+    CONNECT = "Connect"
+    SEND_ASK = "Send the ask"
+    RECEIVE = "Receive"
+    NOTHING = "-"
+    FAIL = "ConnectionFailed is the outcome"
+    END = "the answer is the outcome; Disconnect"
+    CUT = "StreamBroken (connection lost); Disconnect"
+    SILENCE = "StreamBroken (no answer in time); Disconnect"
+    STOP = "Stop"
+
+
+_READY, _CONNECTING, _OPEN, _DONE = ExchangeDriverState
+_In = ExchangeDriverInput
+_Out = ExchangeDriverOutcome
+
+#: (state, input) -> (next state, outcome). One connection, one ask, one
+#: answer: nothing is retried, whatever happens is the outcome. A pair that
+#: is not here is a mistake of the adapter and raises
+#: :class:`LocalProtocolError`.
+EXCHANGE_DRIVER_TRANSITIONS: Final[
+    Mapping[
+        tuple[ExchangeDriverState, ExchangeDriverInput],
+        tuple[ExchangeDriverState, ExchangeDriverOutcome],
+    ]
+] = {
+    (_READY, _In.START): (_CONNECTING, _Out.CONNECT),
+    (_CONNECTING, _In.CONNECTED): (_OPEN, _Out.SEND_ASK),
+    (_CONNECTING, _In.CONNECT_FAILED): (_DONE, _Out.FAIL),
+    (_OPEN, _In.READ): (_OPEN, _Out.RECEIVE),
+    (_OPEN, _In.DATA): (_OPEN, _Out.NOTHING),
+    (_OPEN, _In.DATA_ENDS): (_DONE, _Out.END),
+    # A reset, and an answer that does not come in time, end it abruptly.
+    (_OPEN, _In.LOST): (_DONE, _Out.CUT),
+    (_OPEN, _In.TIMED_OUT): (_DONE, _Out.SILENCE),
+    (_DONE, _In.FINISHED): (_DONE, _Out.STOP),
+}
+
+_DATA_STATES: Final = frozenset(
+    state for (state, what) in EXCHANGE_DRIVER_TRANSITIONS if what in (_In.DATA, _In.DATA_ENDS)
+)
+#: The events of an :class:`ExchangeConnection` after which nothing follows.
+_TERMINAL: Final = (StreamEnded, StreamErrored, NotServed, StreamBroken)
+
+
+class ExchangeDriver:
+    """One exchange of kinds 0-3 on one connection, with the I/O left to the adapter.
+
+    Driven as a :class:`~.listening.ListenDriver` is (the same actions and
+    reports), until :class:`Stop`; it delivers nothing. Then
+    :meth:`answer` says how it went. ``exchange_timeout`` bounds the wait
+    for the answer (a server writes nothing until its handler answers);
+    ``connect_timeout`` the connection. The ask's bytes are built here: a
+    ``token`` that cannot go into a request is a :class:`ValueError` now.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        ask: Ask,
+        *,
+        token: str | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT,
+    ) -> None:
+        check_positive("connect_timeout", connect_timeout)
+        check_positive("exchange_timeout", exchange_timeout)
+        self.endpoint = endpoint
+        self.ask = ask
+        self.exchange_timeout = exchange_timeout
+        try:
+            self._connection = ExchangeConnection(
+                endpoint.authority,
+                ask,
+                token=token,
+                max_frame_size=max_frame_size,
+                target=endpoint.target,
+            )
+        except LocalProtocolError as error:
+            raise ValueError(f"the proxy cannot ask: {error}") from None
+        self._connect = Connect(host=endpoint.host, port=endpoint.port, timeout=connect_timeout)
+        self._receive = Receive(timeout=exchange_timeout)
+        self._state = ExchangeDriverState.READY
+        self._actions: deque[ListenAction] = deque()
+        self._answer: ResultReceived | StreamErrored | None = None
+        self._end: Event | None = None
+
+    @property
+    def state(self) -> ExchangeDriverState:
+        """Where the exchange is (see :data:`EXCHANGE_DRIVER_TRANSITIONS`)."""
+        return self._state
+
+    @property
+    def answered(self) -> bool:
+        """Whether the server answered: a result, or an error (either completes an exchange)."""
+        return self._answer is not None
+
+    def answer(self) -> ResultReceived:
+        """The result, once the exchange is over (:class:`Stop`).
+
+        Raises :class:`ExchangeError` when the server answered with an
+        error, :class:`ExchangeFailed` when it did not answer, and
+        :class:`LocalProtocolError` while the exchange is not over. A result
+        followed by an abrupt end is still the result.
+        """
+        if self._state is not ExchangeDriverState.DONE:
+            raise LocalProtocolError(f"the exchange is not over: it is {self._state.value}")
+        answer = self._answer
+        if isinstance(answer, ResultReceived):
+            return answer
+        if isinstance(answer, StreamErrored):
+            raise ExchangeError(answer.error)
+        end = self._end
+        assert isinstance(end, (ConnectionFailed, NotServed, StreamBroken)), end
+        raise ExchangeFailed(end)
+
+    # -- the adapter's calls (those of a ListenDriver) ------------------------------------------
+
+    def next_action(self, now: float) -> ListenAction:
+        """What the adapter does next."""
+        if self._actions:
+            return self._actions.popleft()
+        action: ListenAction = self._step(self._next_input(), now)
+        return action
+
+    def connected(self, now: float) -> None:
+        """The connection is made: send the ask."""
+        self._step(_In.CONNECTED, now)
+
+    def connect_failed(self, now: float, reason: str) -> None:
+        """No connection could be made; ``reason`` says why."""
+        self._step(_In.CONNECT_FAILED, now, reason)
+
+    def data_received(self, now: float, data: bytes) -> None:
+        """Bytes of the answer arrived; ``b""`` is the end of file."""
+        if self._state not in _DATA_STATES:
+            raise LocalProtocolError(self._refusal(_In.DATA))
+        self._connection.receive_data(data)
+        self._step(_In.DATA_ENDS if self._drain() else _In.DATA, now)
+
+    def connection_lost(self, now: float, reason: str) -> None:
+        """Sending or receiving failed: the answer ends abruptly, ``reason`` says how."""
+        self._step(_In.LOST, now, f"the connection was lost: {reason}")
+
+    def timed_out(self, now: float) -> None:
+        """``Receive`` waited ``exchange_timeout`` seconds and got nothing."""
+        self._step(_In.TIMED_OUT, now, f"no answer within {self.exchange_timeout:g} s")
+
+    def abandon(self, now: float, reason: str = ABANDONED) -> None:
+        """The adapter stopped performing the exchange (a cancellation, a closed proxy).
+
+        Unless it is over, it ends as the table says of a connection that
+        was not made (before or while connecting) or was lost (once made):
+        :meth:`answer` then raises :class:`ExchangeFailed` with ``reason``.
+        """
+        if self._state is ExchangeDriverState.READY:
+            self._step(_In.START, now)
+        if self._state is ExchangeDriverState.CONNECTING:
+            self.connect_failed(now, reason)
+        elif self._state is ExchangeDriverState.OPEN:
+            self.connection_lost(now, reason)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _next_input(self) -> ExchangeDriverInput:
+        """Which input ``next_action()`` is: it depends on the state alone."""
+        if self._state is ExchangeDriverState.READY:
+            return _In.START
+        if self._state is ExchangeDriverState.DONE:
+            return _In.FINISHED
+        return _In.READ
+
+    def _refusal(self, what: ExchangeDriverInput) -> str:
+        call = what.value.split(",")[0]
+        return f"{call} is not allowed now: the exchange is {self._state.value}"
+
+    def _step(self, what: ExchangeDriverInput, now: float, value: Any = None) -> Any:
+        try:
+            state, outcome = EXCHANGE_DRIVER_TRANSITIONS[(self._state, what)]
+        except KeyError:
+            raise LocalProtocolError(self._refusal(what)) from None
+        self._state = state
+        return _EXCHANGE_HANDLERS[outcome](self, value)
+
+    def _drain(self) -> bool:
+        """Take the connection's events; whether the answer is over."""
+        connection = self._connection
+        while self._end is None:
+            event = connection.next_event()
+            if event is NEED_DATA:
+                return False
+            if isinstance(event, (ResultReceived, StreamErrored)):
+                self._answer = event
+            if isinstance(event, _TERMINAL):
+                self._end = event
+        return True
+
+    def _connect_now(self, value: object) -> Connect:
+        return self._connect
+
+    def _send_ask(self, value: object) -> None:
+        self._actions.append(Send(data=self._connection.data_to_send()))
+
+    def _receive_next(self, value: object) -> Receive:
+        return self._receive
+
+    def _nothing(self, value: object) -> None:
+        pass
+
+    def _fail(self, reason: str) -> None:
+        self._end = ConnectionFailed(reason=reason)
+
+    def _ended(self, value: object) -> None:
+        self._actions.append(_DISCONNECT)
+
+    def _cut(self, reason: str) -> None:
+        # The reason replaces the connection's own, whatever the body's framing.
+        self._connection.connection_lost(reason)
+        if not self._drain():  # pragma: no cover - a lost connection always ends the answer
+            self._end = StreamBroken(reason=reason)
+        self._actions.append(_DISCONNECT)
+
+    def _stop(self, value: object) -> Stop:
+        return _STOP
+
+
+_EXCHANGE_HANDLERS: Final[Mapping[ExchangeDriverOutcome, Callable[[ExchangeDriver, Any], Any]]] = {
+    _Out.CONNECT: ExchangeDriver._connect_now,
+    _Out.SEND_ASK: ExchangeDriver._send_ask,
+    _Out.RECEIVE: ExchangeDriver._receive_next,
+    _Out.NOTHING: ExchangeDriver._nothing,
+    _Out.FAIL: ExchangeDriver._fail,
+    _Out.END: ExchangeDriver._ended,
+    _Out.CUT: ExchangeDriver._cut,
+    _Out.SILENCE: ExchangeDriver._cut,
+    _Out.STOP: ExchangeDriver._stop,
+}
+
+
+# --- the proxy -------------------------------------------------------------------------------
+
+
+class ProxyDriver:
+    """A proxy's decisions: its exchanges and its one notification ask, I/O left out.
+
+    :meth:`exchange` makes the driver of one exchange; the adapter runs it
+    and reports its end with :meth:`exchange_ended`. The first exchange the
+    server answers (a result or an error) unlocks the notification ask
+    (:attr:`may_listen`); :meth:`open_notifications` then hands out the
+    ask's :class:`~.listening.ListenDriver`, to one reader at a time, and
+    :meth:`close_notifications` takes it back. Every re-ask, its backoff
+    and jitter are the ``policy``'s (default ``ProxyPolicy()``, which
+    requires that first exchange; with ``require_exchange=False`` the ask
+    may be made at once).
+
+    The options are those of ``listen()`` (``events``, ``keepalive_interval``,
+    ``profile``, ``max_frame_size``, ``random``, ``connect_timeout`` go to
+    the notification ask) plus ``exchange_timeout``; they are all checked
+    here, as the first ask and the first exchange would check them:
+    :class:`ValueError` (or :class:`TypeError`) now.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        events: bool = False,
+        policy: ProxyPolicy | None = None,
+        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+        profile: Profile = Profile.PROVIDER,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        random: Callable[[], float] | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT,
+        allow_plaintext_token: bool = False,
+    ) -> None:
+        self.policy = policy if policy is not None else ProxyPolicy()
+        if not isinstance(self.policy, ProxyPolicy):
+            raise TypeError(f"policy must be a ProxyPolicy, not {type(self.policy).__name__}")
+        self._listen_options: dict[str, Any] = {
+            "token": token,
+            "events": events,
+            "keepalive_interval": keepalive_interval,
+            "profile": profile,
+            "max_frame_size": max_frame_size,
+            "random": random,
+            "connect_timeout": connect_timeout,
+            "allow_plaintext_token": allow_plaintext_token,
+        }
+        # A listener of the same options, made and dropped, checks them all
+        # now (the real one waits for the first exchange).
+        ListenDriver(url, policy=ProxyPolicy(require_exchange=False), **self._listen_options)
+        self.endpoint = parse_url(url)
+        self._url = url
+        self._exchange_options: dict[str, Any] = {
+            "token": token,
+            "max_frame_size": max_frame_size,
+            "connect_timeout": connect_timeout,
+            "exchange_timeout": exchange_timeout,
+        }
+        ExchangeDriver(self.endpoint, list_tools_ask(), **self._exchange_options)
+        self._listener: ListenDriver | None = None
+
+    @property
+    def may_listen(self) -> bool:
+        """Whether the notification ask may be made: the policy is no longer locked."""
+        return self.policy.state is not PolicyState.LOCKED
+
+    @property
+    def listener(self) -> ListenDriver | None:
+        """The driver of the notification ask while a reader holds it, else ``None``."""
+        return self._listener
+
+    def exchange(self, ask: Ask) -> ExchangeDriver:
+        """The driver of one exchange of kinds 0-3 (``ask``), on a connection of its own."""
+        return ExchangeDriver(self.endpoint, ask, **self._exchange_options)
+
+    def exchange_ended(self, exchange: ExchangeDriver, now: float) -> bool:
+        """``exchange`` is over, or its adapter stopped it, at ``now``: may notifications be asked?
+
+        An exchange that is not over is abandoned (:meth:`ExchangeDriver.abandon`).
+        An answered exchange is reported to the policy while it is locked:
+        the first one unlocks it. Later ones change nothing the policy
+        decides (``POLICY_TRANSITIONS`` says so), and they are not reported,
+        since the policy is then the listener's, which a threaded adapter
+        drives from another thread.
+        """
+        exchange.abandon(now)
+        if exchange.answered and self.policy.state is PolicyState.LOCKED:
+            self.policy.exchange_completed()
+        return self.may_listen
+
+    def open_notifications(self) -> ListenDriver:
+        """The driver of the one notification ask, for one reader.
+
+        Each reader gets a driver of its own, on the one policy: a reader
+        that stopped left its ask ended (:meth:`close_notifications`), and
+        the next one asks when the policy says. Raises
+        :class:`LocalProtocolError` before the first exchange was answered
+        (wait for :attr:`may_listen`) and while another reader holds the
+        ask: one ask is kept open, by one reader.
+        """
+        if not self.may_listen:
+            raise LocalProtocolError(
+                "no exchange of kinds 0-3 was answered yet: the proxy asks for "
+                "notifications after its first exchange"
+            )
+        if self._listener is not None:
+            raise LocalProtocolError(
+                "the proxy's notifications are being read already: it keeps one ask open"
+            )
+        self._listener = ListenDriver(self._url, policy=self.policy, **self._listen_options)
+        return self._listener
+
+    def close_notifications(self, now: float) -> None:
+        """The reader stopped reading (its adapter closed the connection) at ``now``.
+
+        An ask in progress ends there, as an abrupt end the policy counts
+        (:data:`STOPPED_READING`), and the next reader asks after its
+        backoff. The driver is let go with whatever it still had to do.
+        """
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        if listener.state is ListenState.CONNECTING:
+            listener.connect_failed(now, STOPPED_READING)
+        elif listener.state is ListenState.OPEN:
+            listener.connection_lost(now, STOPPED_READING)

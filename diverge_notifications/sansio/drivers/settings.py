@@ -1,0 +1,133 @@
+"""The options of a server, checked once: what each ``serve()`` takes, and their defaults.
+
+A serving adapter's ``Server`` holds one :class:`ServeSettings` and makes
+the :class:`~.serve.ServingConnection` of every accepted connection with it;
+the settings mint their channels and hold the
+:class:`~..server.counts.ServingTotals` they count into. ``docs/adapters.md``
+lists the options, the limits and their defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar
+
+import attrs
+
+from ..server.counts import ServingTotals
+from ..wire.http import ChannelIds, check_token
+from ..wire.profiles import Profile
+from .actions import ExchangeHandler
+from .reports import ServeReport
+
+__all__ = [
+    "DEFAULT_ASK_TIMEOUT",
+    "DEFAULT_BACKLOG",
+    "DEFAULT_CLOSE_TIMEOUT",
+    "DEFAULT_EXCHANGE_TIMEOUT",
+    "DEFAULT_KEEPALIVE_INTERVAL",
+    "DEFAULT_LINGER",
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_DISCARD",
+    "DEFAULT_STALL_TIMEOUT",
+    "DEFAULT_WRITE_BUFFER",
+    "ServeSettings",
+    "check_positive",
+]
+
+
+#: Seconds without output after which a server writes a keep-alive frame.
+DEFAULT_KEEPALIVE_INTERVAL: Final = 15.0
+#: Notifications a server writes per HTTP chunk at most.
+DEFAULT_MAX_BATCH: Final = 1024
+#: Seconds a closing server waits for its listeners to take the end of their paths.
+DEFAULT_CLOSE_TIMEOUT: Final = 5.0
+#: Seconds a server gives a new connection to complete its ask before closing it.
+DEFAULT_ASK_TIMEOUT: Final = 10.0
+#: Seconds a path's peer may take no byte while output waits before it is cut off.
+DEFAULT_STALL_TIMEOUT: Final = 30.0
+#: Bytes one ``Write`` of a path carries at most (one larger frame goes alone).
+DEFAULT_WRITE_BUFFER: Final = 256 * 1024
+#: Connections served at once; beyond, a new one is answered 503 with ``Retry-After``.
+DEFAULT_MAX_CONNECTIONS: Final = 1024
+#: Connections the listening socket holds before they are accepted.
+DEFAULT_BACKLOG: Final = 128
+#: Seconds an exchange handler may run before it is cancelled and answered an internal error.
+DEFAULT_EXCHANGE_TIMEOUT: Final = 30.0
+#: Seconds a refused connection is read (and what comes discarded) after its answer.
+DEFAULT_LINGER: Final = 2.0
+#: Bytes read (and discarded) after the ask; past that the server stops reading.
+DEFAULT_MAX_DISCARD: Final = 64 * 1024
+
+
+def check_positive(name: str, value: float) -> None:
+    """Raise :class:`ValueError` unless ``value`` is a positive number (NaN is not)."""
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+
+
+def _check_positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    check_positive(attribute.name, value)
+
+
+def _check_no_limit_or_positive(
+    _instance: object, attribute: attrs.Attribute[Any], value: float | None
+) -> None:
+    if value is not None:
+        check_positive(attribute.name, value)
+
+
+def _check_token(_instance: object, _attribute: attrs.Attribute[Any], token: str | None) -> None:
+    # The check each connection's ServerConnection makes, made once here.
+    check_token(token)
+
+
+#: Any :data:`ExchangeHandler` (async adapters), or one returning its answer (blocking).
+_Handler = TypeVar("_Handler", bound=ExchangeHandler)
+
+
+@attrs.frozen(kw_only=True)
+class ServeSettings(Generic[_Handler]):
+    """The options of a serving adapter's ``Server`` (the defaults of ``serve()``), checked once.
+
+    A ``token`` the :class:`ServerConnection` refuses (it is one or more
+    visible ASCII characters), or a timeout, interval or size that is not
+    positive, is a :class:`ValueError` here. Each accepted connection's
+    :class:`~.serve.ServingConnection` is made with these settings whole;
+    ``channel_ids`` mints all their
+    channels, and they count into ``totals``. ``on_report`` is called with
+    every :mod:`.reports` record (the command line prints the end of each
+    path). The limits and their defaults are in ``docs/adapters.md``.
+    """
+
+    token: str | None = attrs.field(default=None, validator=_check_token)
+    keepalive_interval: float = attrs.field(
+        default=DEFAULT_KEEPALIVE_INTERVAL, validator=_check_positive
+    )
+    profile: Profile = Profile.PROVIDER
+    exchange_handler: _Handler | None = None
+    queue_size: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_check_positive)
+    )
+    max_batch: int = attrs.field(default=DEFAULT_MAX_BATCH, validator=_check_positive)
+    close_timeout: float = attrs.field(default=DEFAULT_CLOSE_TIMEOUT, validator=_check_positive)
+    ask_timeout: float = attrs.field(default=DEFAULT_ASK_TIMEOUT, validator=_check_positive)
+    queue_bytes: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_check_positive)
+    )
+    write_buffer: int = attrs.field(default=DEFAULT_WRITE_BUFFER, validator=_check_positive)
+    stall_timeout: float = attrs.field(default=DEFAULT_STALL_TIMEOUT, validator=_check_positive)
+    max_connections: int | None = attrs.field(
+        default=DEFAULT_MAX_CONNECTIONS, validator=_check_no_limit_or_positive
+    )
+    backlog: int = attrs.field(default=DEFAULT_BACKLOG, validator=_check_positive)
+    exchange_timeout: float = attrs.field(
+        default=DEFAULT_EXCHANGE_TIMEOUT, validator=_check_positive
+    )
+    linger: float = attrs.field(default=DEFAULT_LINGER, validator=_check_positive)
+    max_discard: int = attrs.field(default=DEFAULT_MAX_DISCARD, validator=_check_positive)
+    send_buffer: int | None = attrs.field(default=None, validator=_check_no_limit_or_positive)
+    on_report: Callable[[ServeReport], None] | None = attrs.field(default=None, eq=False)
+    channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
+    totals: ServingTotals = attrs.field(init=False, factory=ServingTotals, eq=False, repr=False)

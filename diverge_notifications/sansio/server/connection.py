@@ -1,0 +1,805 @@
+"""The server side: reading an ask, answering it, and writing a notification path.
+
+A :class:`ServerConnection` serves exactly one ask on one HTTP/1.1
+connection (the wire mapping in docs/protocol.md: one ask per connection, ``Connection: close`` on
+every response). Its :class:`~.ask_reader.AskReader` reads the request
+(with h11) and the connection turns the verdict into one of three events:
+
+* :class:`NotificationsAsked` — a valid kind-4 ask; the application writes
+  the path with :meth:`ServerConnection.start_path`,
+  :meth:`~ServerConnection.send_notification`, ... and ends it;
+* :class:`ExchangeAsked` — a valid kind 0-3 ask; the application answers
+  once (:meth:`~ServerConnection.answer`,
+  :meth:`~ServerConnection.answer_error`) or declines;
+* :class:`AskRefused` — anything else; the HTTP error response is already
+  queued in :meth:`~ServerConnection.data_to_send`.
+
+Every connection ends with exactly one :class:`ConnectionClosed`: when the
+peer closes, or when this side's answer is complete (the ask refused, the
+path or the answer ended). Then close the socket once the bytes are out.
+
+Both sides of the connection follow one transition table,
+:data:`SERVER_TRANSITIONS` (provider profile; the table in force for each
+profile is in :data:`SERVER_TRANSITIONS_BY_PROFILE`; both are defined in
+:mod:`.server_states`): an ask arriving, a refusal and the peer closing
+before it asked are inputs of the table as much as every write is. Each
+input is looked up and the connection does what the outcome found there
+says (``_EFFECTS``, one method per outcome); a write the table does not
+allow raises :class:`LocalProtocolError` and changes nothing. The path's
+rows come from the profile grammar (:data:`~.sequence.PROFILE_GRAMMAR`),
+which the reader and the container writer (:mod:`.writer`) follow too.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, NamedTuple
+
+import h11
+
+from ..errors import LocalProtocolError
+from ..events import (
+    NEED_DATA,
+    AskRefused,
+    ConnectionClosed,
+    Event,
+    EventOrNeedData,
+    ExchangeAsked,
+    NotificationsAsked,
+)
+from ..mcp.model import ErrorCode, ErrorData, Notification
+from ..wire.asks import Ask, Exchange
+from ..wire.framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE, pack_length
+from ..wire.http import (
+    ASK_PATH,
+    KEEPALIVE_CHUNK,
+    LAST_CHUNK,
+    ChannelIds,
+    answer_head,
+    check_token,
+    chunk,
+    refusal_response,
+)
+from ..wire.messages import (
+    ERROR_TAG,
+    ERROR_TAG_BYTE,
+    NOTIFICATION_TAG,
+    NOTIFICATION_TAG_BYTE,
+    NotificationLike,
+    pack_frame_head,
+    result_json,
+    to_error,
+    to_notification,
+)
+from ..wire.profiles import GrammarPoint, Part, Profile, allows, violates_profile
+from .request import AskReader, Refusal
+
+__all__ = [
+    "CONTAINER_SERVER_TRANSITIONS",
+    "NOT_SERVED_STATUS",
+    "RETRY_AFTER",
+    "SERVER_RULES",
+    "SERVER_TRANSITIONS",
+    "SERVER_TRANSITIONS_BY_PROFILE",
+    "ServerConnection",
+    "ServerInput",
+    "ServerOutcome",
+    "ServerRules",
+    "ServerState",
+    "internal_error",
+    "not_served_now",
+    "path_end",
+]
+
+
+class ServerState(enum.Enum):
+    """Where a :class:`ServerConnection` is."""
+
+    #: Reading the request.
+    AWAITING_ASK = "awaiting ask"
+    #: A kind-4 ask arrived; nothing written yet.
+    NOTIFICATIONS_ASKED = "notifications asked"
+    #: A kind 0-3 ask arrived; nothing written yet.
+    EXCHANGE_ASKED = "exchange asked"
+    #: The 200 head is written; no notification yet (keep-alives do not count).
+    PATH_OPEN = "path open"
+    #: One or more notifications written.
+    PATH_NOTIFYING = "path notifying"
+    #: The answer is complete (clean end written); close the connection.
+    DONE = "done"
+    #: The ask was refused (the error response queued, or returned by ``refuse()``); close.
+    REFUSED = "refused"
+    #: The peer closed the connection before asking.
+    CLOSED = "closed"
+
+
+class ServerInput(enum.Enum):
+    """What can happen to a :class:`ServerConnection`: an ask arriving, or a write."""
+
+    NOTIFICATIONS_ASK = "kind-4 ask"
+    EXCHANGE_ASK = "kind 0-3 ask"
+    INVALID_ASK = "invalid request"
+    PEER_CLOSED = "peer closed"
+    START_PATH = "start_path"
+    NOTIFICATION = "send_notification"
+    KEEPALIVE = "send_keepalive"
+    ERROR = "send_error"
+    END = "end_path"
+    DECLINE = "decline"
+    ANSWER = "answer / answer_error"
+    REFUSE = "refuse"
+
+
+class ServerOutcome(enum.Enum):
+    """What a transition produces: an event, or bytes to write."""
+
+    NOTIFICATIONS_ASKED = "NotificationsAsked"
+    EXCHANGE_ASKED = "ExchangeAsked"
+    REFUSED = "AskRefused (error response queued)"
+    CLOSED = "ConnectionClosed"
+    HEAD = "200 head"
+    FRAME = "notification frame"
+    KEEPALIVE = "keep-alive frame"
+    ERROR_AND_END = "error frame + clean end"
+    END = "clean end"
+    HEAD_AND_END = "200 head + clean end (not served)"
+    ANSWER = "200 head + one frame + clean end"
+    REFUSAL = "error response (not served now)"
+
+
+_S = ServerState
+_I = ServerInput
+_O = ServerOutcome
+
+_ServerTable = Mapping[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]]
+_Row = tuple[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]]
+
+#: The path's states, by the point of the profile grammar each stands for.
+_PATH_POINTS: Final[Mapping[ServerState, GrammarPoint]] = {
+    _S.PATH_OPEN: None,
+    _S.PATH_NOTIFYING: Part.NOTIFICATION,
+}
+#: The writes that are parts of the grammar.
+_PATH_PARTS: Final[Mapping[ServerInput, Part]] = {
+    _I.NOTIFICATION: Part.NOTIFICATION,
+    _I.ERROR: Part.ERROR,
+    _I.END: Part.FINISH,
+}
+
+
+def _path_rows(profile: Profile, state: ServerState, after: GrammarPoint) -> Iterator[_Row]:
+    """The rows of one path state: what the grammar lets follow ``after``, and keep-alives."""
+    if allows(profile, after, Part.NOTIFICATION):
+        yield (state, _I.NOTIFICATION), (_S.PATH_NOTIFYING, _O.FRAME)
+    yield (state, _I.KEEPALIVE), (state, _O.KEEPALIVE)
+    if allows(profile, after, Part.ERROR):
+        # Nothing but the finish may follow an error: it is written with it.
+        yield (state, _I.ERROR), (_S.DONE, _O.ERROR_AND_END)
+    if allows(profile, after, Part.FINISH):
+        yield (state, _I.END), (_S.DONE, _O.END)
+        if after is None:
+            yield (state, _I.DECLINE), (_S.DONE, _O.END)
+
+
+def _server_table(profile: Profile) -> _ServerTable:
+    """The table of ``profile``: the ask's rows, then the path's from the grammar."""
+    table: dict[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome]] = {
+        (_S.AWAITING_ASK, _I.NOTIFICATIONS_ASK): (_S.NOTIFICATIONS_ASKED, _O.NOTIFICATIONS_ASKED),
+        (_S.AWAITING_ASK, _I.EXCHANGE_ASK): (_S.EXCHANGE_ASKED, _O.EXCHANGE_ASKED),
+        (_S.AWAITING_ASK, _I.INVALID_ASK): (_S.REFUSED, _O.REFUSED),
+        (_S.AWAITING_ASK, _I.PEER_CLOSED): (_S.CLOSED, _O.CLOSED),
+        (_S.NOTIFICATIONS_ASKED, _I.START_PATH): (_S.PATH_OPEN, _O.HEAD),
+        # A valid ask the server cannot serve now (its hub is suspended): an error response.
+        (_S.NOTIFICATIONS_ASKED, _I.REFUSE): (_S.REFUSED, _O.REFUSAL),
+    }
+    if allows(profile, None, Part.FINISH):
+        # Declining is the finish with nothing before it: not served.
+        table[(_S.NOTIFICATIONS_ASKED, _I.DECLINE)] = (_S.DONE, _O.HEAD_AND_END)
+    # A one-shot exchange is answered once, whatever the path profile.
+    table[(_S.EXCHANGE_ASKED, _I.ANSWER)] = (_S.DONE, _O.ANSWER)
+    table[(_S.EXCHANGE_ASKED, _I.DECLINE)] = (_S.DONE, _O.HEAD_AND_END)
+    for state, after in _PATH_POINTS.items():
+        table.update(_path_rows(profile, state, after))
+    return table
+
+
+#: (state, input) -> (next state, outcome) for the provider profile
+#: (the provider notifications page):
+#: notifications, then at most one error, then the clean end. A pair that is
+#: not in the table is refused with :class:`LocalProtocolError`.
+SERVER_TRANSITIONS: Final[_ServerTable] = _server_table(Profile.PROVIDER)
+
+#: The container profile (the container response page/003): once a notification is written the
+#: path takes neither an error nor an end; an error comes first or not at all.
+CONTAINER_SERVER_TRANSITIONS: Final[_ServerTable] = _server_table(Profile.CONTAINER)
+
+#: The table in force for each profile.
+SERVER_TRANSITIONS_BY_PROFILE: Final[Mapping[Profile, _ServerTable]] = {
+    Profile.PROVIDER: SERVER_TRANSITIONS,
+    Profile.CONTAINER: CONTAINER_SERVER_TRANSITIONS,
+}
+
+
+def _final_states(table: _ServerTable) -> frozenset[ServerState]:
+    """The states the table has no row from: entering one ends the connection."""
+    return frozenset(ServerState) - {state for state, _ in table}
+
+
+def _frame_loop(table: _ServerTable) -> ServerState | None:
+    """The state in which a notification is a frame that keeps the state, if there is one.
+
+    :meth:`ServerConnection.send_notification` writes there without a
+    lookup (on a busy server, hashing the enum members costs more than the
+    rest of the write).
+    """
+    for (state, what), (following, outcome) in table.items():
+        if what is _I.NOTIFICATION and following is state and outcome is _O.FRAME:
+            return state
+    return None
+
+
+# How a write the grammar forbids is refused, by the point it came after.
+_VIOLATION_TEXT: Final[Mapping[tuple[GrammarPoint, Part], str]] = {
+    (Part.NOTIFICATION, Part.ERROR): "an error after a notification",
+    (Part.NOTIFICATION, Part.FINISH): "an end after notifications",
+}
+
+
+def _why_refused(profile: Profile) -> Mapping[tuple[ServerState, ServerInput], str]:
+    """Why ``profile`` refuses the writes its grammar forbids (others get a plain reason)."""
+    reasons = {}
+    for state, after in _PATH_POINTS.items():
+        for what, part in _PATH_PARTS.items():
+            if violates_profile(profile, after, part):
+                text = _VIOLATION_TEXT.get((after, part), f"{what.value} in state {state.name}")
+                reasons[(state, what)] = f"{text} violates the {profile.value} profile"
+    return reasons
+
+
+class ServerRules(NamedTuple):
+    """What a connection reads off its profile's table, once."""
+
+    #: The table itself.
+    table: _ServerTable
+    #: The states with no row: entering one ends the connection.
+    final: frozenset[ServerState]
+    #: Where a notification is a frame that keeps the state (no lookup there).
+    frame_loop: ServerState | None
+    #: Why the profile's grammar refuses a write (others get a plain reason).
+    why_refused: Mapping[tuple[ServerState, ServerInput], str]
+
+
+#: The rules of each profile.
+SERVER_RULES: Final[Mapping[Profile, ServerRules]] = {
+    profile: ServerRules(table, _final_states(table), _frame_loop(table), _why_refused(profile))
+    for profile, table in SERVER_TRANSITIONS_BY_PROFILE.items()
+}
+
+
+# --- encoding helpers ----------------------------------------------------------
+
+
+def _check_payload(json: bytes, limit: int) -> None:
+    if len(json) + 1 > limit:
+        raise LocalProtocolError(
+            f"a message of {len(json) + 1} bytes is larger than the frame limit of {limit} bytes"
+        )
+
+
+#: By tag: one HTTP chunk holding the frame of one message, filled in one
+#: formatting step with the chunk's size, the frame's length prefix and the
+#: JSON (size line, length prefix, the tag's byte, JSON, chunk end).
+_MESSAGE_CHUNK: Final[Mapping[int, bytes]] = {
+    tag: b"%x\r\n%b" + tag_byte + b"%b\r\n"
+    for tag, tag_byte in ((NOTIFICATION_TAG, NOTIFICATION_TAG_BYTE), (ERROR_TAG, ERROR_TAG_BYTE))
+}
+_NOTIFICATION_CHUNK: Final = _MESSAGE_CHUNK[NOTIFICATION_TAG]
+
+
+#: The last lone frame a path wrote (:func:`_chunk_of_frame`), and its chunk.
+#: The hub shares one frame among every path it reaches, and with one
+#: notification per turn each path's writer asks for the chunk of that same
+#: frame, one after the other: it is made once. One entry, replaced whole
+#: (so that no reader pairs one frame with another's chunk); only a ``bytes``
+#: frame (which cannot change) of at most :data:`_KEPT_FRAME_SIZE` bytes is
+#: kept, so that what stays behind once every path wrote it is small.
+_last_chunk: tuple[bytes | None, bytes] = (None, b"")
+_KEPT_FRAME_SIZE: Final = 64 * 1024
+
+
+def _chunk_of_frame(frame: bytes) -> bytes:
+    """One HTTP chunk holding ``frame``, formatted in one step (and kept, see above)."""
+    global _last_chunk
+    data = chunk(frame)
+    if type(frame) is bytes and len(frame) <= _KEPT_FRAME_SIZE:
+        _last_chunk = (frame, data)
+    return data
+
+
+def _chunk_of_one(tag: int, json: bytes) -> bytes:
+    payload = len(json) + 1
+    return _MESSAGE_CHUNK[tag] % (payload + PREFIX_SIZE, pack_length(payload), json)
+
+
+class ServerConnection:
+    """One ask on one HTTP/1.1 connection, from the server's side.
+
+    Feed received bytes with :meth:`receive_data` (``b""`` = end of file) and
+    read events with :meth:`next_event`; after each call, send
+    :meth:`data_to_send` (refusals and ``100 Continue`` are queued there).
+    After :class:`NotificationsAsked` write the path with :meth:`start_path`,
+    :meth:`send_notification`, :meth:`send_notifications`,
+    :meth:`send_keepalive`, and end it with :meth:`end_path` or
+    :meth:`send_error` (or :meth:`decline` or :meth:`refuse` it); after :class:`ExchangeAsked`
+    call :meth:`answer`, :meth:`answer_error` or :meth:`decline`. Each write
+    returns the bytes to send.
+
+    Limits: the request head may be at most ``max_head_size`` bytes (else
+    431) and the ask body at most ``max_ask_size`` bytes (else 413; decided
+    on ``Content-Length`` before the body is read, and while a chunked body
+    is read). Messages written are at most ``max_frame_size`` bytes, the
+    proxy's default limit, so that a write the peer would reject as an
+    abrupt end is refused here instead.
+
+    ``target`` is the path asks are posted to (``/requests``, or a base
+    path's ``/base/requests``), as :class:`~.proxy.ProxyConnection` names it;
+    it must start with ``/``. A ``token`` that is not usable (see
+    :func:`check_token`) is a :class:`ValueError`.
+
+    ``next_event()`` never raises for any bytes received: every peer
+    mistake is an :class:`AskRefused`. The events it produces do not depend
+    on how the bytes were split across :meth:`receive_data` calls.
+    """
+
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        profile: Profile = Profile.PROVIDER,
+        channel_ids: ChannelIds | None = None,
+        max_ask_size: int = 64 * 1024,
+        max_head_size: int = 16 * 1024,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        target: str = ASK_PATH,
+    ) -> None:
+        check_token(token)
+        if max_ask_size < 1 or max_head_size < 16 or max_frame_size < 1:
+            raise ValueError("max_ask_size and max_frame_size must be >= 1, max_head_size >= 16")
+        if not target.startswith("/"):
+            raise ValueError("target must start with '/'")
+        self._profile = Profile(profile)
+        self._rules = SERVER_RULES[self._profile]
+        # send_notification's shortcut, kept where it reads it fastest.
+        self._frame_loop = self._rules.frame_loop
+        self._channel_ids = channel_ids if channel_ids is not None else ChannelIds()
+        self._max_frame_size = max_frame_size
+        self._state = ServerState.AWAITING_ASK
+        self._events: deque[Event] = deque()
+        self._outgoing = bytearray()
+        self._closed_queued = False
+        self._eof = False
+        self._channel: str | None = None
+        self._ask: Ask | None = None
+        # What was received and not yet read; the reader takes from its front.
+        self._buffer = bytearray()
+        self._reader = AskReader(
+            token=token, target=target, max_ask_size=max_ask_size, max_head_size=max_head_size
+        )
+
+    # --- properties --------------------------------------------------------
+
+    @property
+    def state(self) -> ServerState:
+        """The state of this side (see :data:`SERVER_TRANSITIONS`)."""
+        return self._state
+
+    @property
+    def profile(self) -> Profile:
+        """The sequence rules writes follow."""
+        return self._profile
+
+    @property
+    def channel(self) -> str | None:
+        """The channel minted for the ask, once one was accepted."""
+        return self._channel
+
+    @property
+    def ask(self) -> Ask | None:
+        """The accepted ask, once one was accepted."""
+        return self._ask
+
+    @property
+    def path_open(self) -> bool:
+        """True between :meth:`start_path` and the path's end."""
+        return self._state in (ServerState.PATH_OPEN, ServerState.PATH_NOTIFYING)
+
+    @property
+    def peer_closed(self) -> bool:
+        """True once end of file was received."""
+        return self._eof
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection has nothing left to do but close.
+
+        That is: the ask was refused, the answer or path ended, or the peer
+        closed the connection. Send what is queued, then close the socket.
+        """
+        return self._eof or self._state in self._rules.final
+
+    # --- receiving ---------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Bytes received from the peer; ``b""`` means end of file (may be repeated).
+
+        Raises :class:`LocalProtocolError` for data after end of file.
+        """
+        if not data:
+            self._eof = True
+            return
+        if self._eof:
+            raise LocalProtocolError("data received after end of file")
+        if self._reader.over:
+            return  # one ask per connection: what follows it is discarded
+        # Bytes past what the reader may read can never change the verdict,
+        # so they are not kept.
+        room = self._reader.room - len(self._buffer)
+        if room > 0:
+            self._buffer += data[:room] if len(data) > room else data
+
+    def next_event(self) -> EventOrNeedData:
+        """The next event, or :data:`NEED_DATA`. Never raises for anything the peer sent."""
+        if not self._events and not self._reader.over:
+            self._read_ask()
+        if self._events:
+            return self._events.popleft()
+        if not self._closed_queued and self._eof:
+            if (self._state, ServerInput.PEER_CLOSED) in self._rules.table:
+                self._apply(ServerInput.PEER_CLOSED)
+            else:
+                # After the ask the peer's end is reported, once, and changes
+                # no state: what may still be written is the table's business.
+                self._queue_closed()
+            return self._events.popleft()
+        return NEED_DATA
+
+    def data_to_send(self) -> bytes:
+        """Bytes the library queued on its own (refusals, ``100 Continue``), once."""
+        data = bytes(self._outgoing)
+        self._outgoing.clear()
+        return data
+
+    def _read_ask(self) -> None:
+        """Let the reader read; put its verdict, if there is one, through the table."""
+        verdict = self._reader.read(self._buffer, self._eof)
+        self._outgoing += self._reader.take_interim()
+        if verdict is None:
+            return
+        self._buffer = bytearray()
+        if isinstance(verdict, Refusal):
+            self._apply(ServerInput.INVALID_ASK, verdict)
+            return
+        self._ask = verdict
+        try:
+            self._channel = self._channel_ids.mint()
+        except LocalProtocolError:
+            # Only reachable by a ChannelIds pushed past 10**20 ids: the
+            # server's trouble, answered as such rather than raised at the peer.
+            refusal = Refusal(503, "the server has no channel id left to give")
+            self._apply(ServerInput.INVALID_ASK, refusal)
+            return
+        if verdict.exchange is Exchange.NOTIFICATIONS:
+            self._apply(ServerInput.NOTIFICATIONS_ASK)
+        else:
+            self._apply(ServerInput.EXCHANGE_ASK)
+
+    def _queue_closed(self) -> None:
+        if not self._closed_queued:
+            self._closed_queued = True
+            self._events.append(ConnectionClosed())
+
+    # --- the table -----------------------------------------------------------
+
+    def _row(self, state: ServerState, what: ServerInput) -> tuple[ServerState, ServerOutcome]:
+        """The table's (next state, outcome) for ``what`` in ``state``; else refused."""
+        found = self._rules.table.get((state, what))
+        if found is None:
+            why = self._rules.why_refused.get((state, what))
+            raise LocalProtocolError(why or f"{what.value} is not allowed in state {state.name}")
+        return found
+
+    def _apply(self, what: ServerInput, argument: Any = None) -> bytes:
+        """Look ``what`` up and do what the outcome found there says, then enter its state.
+
+        ``argument`` is what the input carries (a notification, an error, a
+        result, a refusal); the outcome's effect checks it and raises before
+        anything changes. Returns the bytes the effect writes.
+        """
+        following, outcome = self._row(self._state, what)
+        data = _EFFECTS[outcome](self, argument)
+        self._enter(following)
+        return data
+
+    def _enter(self, state: ServerState) -> None:
+        self._state = state
+        if state in self._rules.final:
+            self._queue_closed()
+
+    # --- the effects of the outcomes -------------------------------------------
+    # One method per ServerOutcome (see _EFFECTS): each returns the bytes to
+    # write (b"" for an event) and checks its argument before queueing anything.
+
+    def _announce_notifications(self, _: object) -> bytes:
+        assert self._channel is not None
+        self._events.append(NotificationsAsked(channel=self._channel))
+        return b""
+
+    def _announce_exchange(self, _: object) -> bytes:
+        assert self._ask is not None and self._channel is not None
+        self._events.append(ExchangeAsked(ask=self._ask, channel=self._channel))
+        return b""
+
+    def _queue_refusal(self, refusal: Refusal) -> bytes:
+        self._outgoing += refusal_response(
+            refusal.status, refusal.reason, extra=refusal.extra, head_only=refusal.head_only
+        )
+        self._events.append(AskRefused(status=refusal.status, reason=refusal.reason))
+        return b""
+
+    def _report_closed(self, _: object) -> bytes:
+        self._queue_closed()
+        return b""
+
+    def _head(self, _: object) -> bytes:
+        return answer_head(self._location())
+
+    def _frame(self, notification: NotificationLike) -> bytes:
+        json = to_notification(notification).to_bytes()
+        _check_payload(json, self._max_frame_size)
+        return _chunk_of_one(NOTIFICATION_TAG, json)
+
+    def _keepalive(self, _: object) -> bytes:
+        return KEEPALIVE_CHUNK
+
+    def _error_and_end(self, error: ErrorData) -> bytes:
+        json = to_error(error).to_bytes()
+        _check_payload(json, self._max_frame_size)
+        return _chunk_of_one(ERROR_TAG, json) + LAST_CHUNK
+
+    def _end(self, _: object) -> bytes:
+        return LAST_CHUNK
+
+    def _head_and_end(self, _: object) -> bytes:
+        return answer_head(self._location()) + LAST_CHUNK
+
+    def _answer(self, answer: _Answer) -> bytes:
+        if answer.tag == ERROR_TAG:
+            json = to_error(answer.value).to_bytes()
+        else:
+            json = result_json(answer.value)
+        _check_payload(json, self._max_frame_size)
+        return answer_head(self._location()) + _chunk_of_one(answer.tag, json) + LAST_CHUNK
+
+    def _refusal(self, refusal: Refusal) -> bytes:
+        status, reason, extra = refusal.status, refusal.reason, refusal.extra
+        if type(status) is not int or not 400 <= status <= 599 or not isinstance(reason, str):
+            raise LocalProtocolError("a refusal is a 4xx or 5xx status and a str reason")
+        try:
+            # The extra headers are checked as h11 checks a response's.
+            h11.Response(status_code=status, headers=list(extra))
+        except (h11.LocalProtocolError, TypeError, ValueError) as error:
+            raise LocalProtocolError(f"unusable refusal headers: {error}") from None
+        return refusal_response(status, reason, extra=extra)
+
+    def _location(self) -> str:
+        assert self._ask is not None and self._channel is not None
+        return f"/mcp/{self._ask.exchange.name.lower()}/{self._channel}"
+
+    # --- writing -----------------------------------------------------------
+
+    def start_path(self) -> bytes:
+        """The 200 head that opens the path, after :class:`NotificationsAsked`."""
+        return self._apply(ServerInput.START_PATH)
+
+    def send_notification(self, notification: NotificationLike) -> bytes:
+        """One notification, as one frame in one HTTP chunk.
+
+        ``notification`` is a :class:`Notification`, a mapping (encoded as
+        compact JSON), or raw JSON bytes that are checked to decode as a
+        notification and then relayed unchanged. Raises
+        :class:`LocalProtocolError` if it is not a notification, if the
+        message exceeds ``max_frame_size``, or if the path does not take one.
+        """
+        if self._state is not self._frame_loop:
+            return self._apply(ServerInput.NOTIFICATION, notification)
+        # The hot path of a busy server: in the state where the table makes a
+        # notification a frame that keeps the state (found when the table was
+        # built), the lookup is skipped. This is _frame spelled out inline:
+        # its calls would cost a third more per write.
+        if type(notification) is Notification:
+            json = notification.to_bytes()
+        else:
+            json = to_notification(notification).to_bytes()
+        payload = len(json) + 1
+        if payload > self._max_frame_size:
+            _check_payload(json, self._max_frame_size)
+        return _NOTIFICATION_CHUNK % (payload + PREFIX_SIZE, pack_length(payload), json)
+
+    def send_notifications(self, notifications: Iterable[NotificationLike]) -> bytes:
+        """Several notifications, one frame each, in ONE HTTP chunk.
+
+        Every item is checked before anything changes, as for
+        :meth:`send_notification`. An empty iterable returns ``b""`` (an empty
+        chunk would end the body).
+        """
+        loop = self._frame_loop
+        state = self._state
+        # The first notification is looked up even when none follows, so that
+        # a path that takes none refuses an empty batch too.
+        state = state if state is loop else self._frame_step(state)
+        parts: list[bytes] = [b""]
+        size = 0
+        limit = self._max_frame_size
+        for item in notifications:
+            json = (
+                item.to_bytes() if type(item) is Notification else to_notification(item).to_bytes()
+            )
+            payload = len(json) + 1
+            if payload > limit:
+                _check_payload(json, limit)
+            parts.append(pack_frame_head(payload, NOTIFICATION_TAG))
+            parts.append(json)
+            size += payload + PREFIX_SIZE
+        if size == 0:
+            return b""
+        # The notifications after the first, while the table moves the state
+        # on (never, with the tables as they are: the first reaches the loop).
+        for _ in range(len(parts) // 2 - 1):
+            if state is loop:
+                break
+            state = self._frame_step(state)
+        parts[0] = b"%x\r\n" % size
+        parts.append(b"\r\n")
+        self._enter(state)
+        return b"".join(parts)
+
+    def send_frames(self, frames: list[bytes]) -> bytes:
+        """Notification frames already built (:meth:`.hub.Subscriber.take_frames`), in ONE chunk.
+
+        Each frame is the 4-byte length, tag ``0`` and the JSON of one
+        notification, as the hub builds it once for every path it reaches:
+        nothing is encoded here, and the frames are trusted to be
+        notifications within ``max_frame_size`` (the hub refuses larger
+        ones). The table is followed as for :meth:`send_notifications`; an
+        empty list returns ``b""``.
+        """
+        loop = self._frame_loop
+        state = self._state
+        if state is not loop:
+            state = self._frame_step(state)
+            if not frames:
+                return b""
+            for _ in range(len(frames) - 1):
+                if state is loop:
+                    break
+                state = self._frame_step(state)
+            self._enter(state)
+        # Where the table makes every frame one that keeps the state (found
+        # when the table was built), nothing is looked up and nothing
+        # entered: the state stays, and a state with a row is never final.
+        elif len(frames) == 1:
+            frame = frames[0]
+            last = _last_chunk
+            return last[1] if last[0] is frame else _chunk_of_frame(frame)
+        elif not frames:
+            return b""
+        return b"".join((b"%x\r\n" % sum(map(len, frames)), *frames, b"\r\n"))
+
+    def _frame_step(self, state: ServerState) -> ServerState:
+        """The state after one more notification of a batch, which must be a frame."""
+        following, outcome = self._row(state, ServerInput.NOTIFICATION)
+        if outcome is not ServerOutcome.FRAME:
+            raise LocalProtocolError(
+                f"send_notifications writes frames only; here a notification is {outcome.value}"
+            )
+        return following
+
+    def send_keepalive(self) -> bytes:
+        """A keep-alive frame (a zero length), so that an idle path survives."""
+        return self._apply(ServerInput.KEEPALIVE)
+
+    def send_error(self, error: ErrorData) -> bytes:
+        """The error message, then the clean end: the path is over."""
+        return self._apply(ServerInput.ERROR, error)
+
+    def end_path(self) -> bytes:
+        """The clean end of the path (with no message before it: not served)."""
+        return self._apply(ServerInput.END)
+
+    def decline(self) -> bytes:
+        """Not served: the 200 head (unless already written) and a clean, empty end."""
+        return self._apply(ServerInput.DECLINE)
+
+    def refuse(self, status: int, reason: str, *, headers: Iterable[tuple[str, str]] = ()) -> bytes:
+        """Not served now, after :class:`NotificationsAsked`: an error response, then close.
+
+        ``status`` is 4xx or 5xx (a server whose hub is suspended answers
+        ``503`` with ``Retry-After``); ``reason`` is the plain-text body;
+        ``headers`` are added to the usual ones. Raises
+        :class:`LocalProtocolError` for anything else, or once the path is open.
+        """
+        return self._apply(ServerInput.REFUSE, Refusal(status, reason, tuple(headers)))
+
+    def answer(self, result: Mapping[str, Any] | bytes) -> bytes:
+        """Answer a kind 0-3 ask: the 200 head, ``[0][result]`` and the clean end.
+
+        ``result`` is the MCP result object, as a mapping or as raw JSON
+        bytes (checked to be one JSON object, then relayed unchanged).
+        Raises :class:`LocalProtocolError` if it is not one (a mapping's
+        values are checked as a notification's are) or if the message
+        exceeds ``max_frame_size``.
+        """
+        return self._apply(ServerInput.ANSWER, _Answer(NOTIFICATION_TAG, result))
+
+    def answer_error(self, error: ErrorData) -> bytes:
+        """Answer a kind 0-3 ask with an error: the 200 head, ``[1][error]`` and the clean end."""
+        return self._apply(ServerInput.ANSWER, _Answer(ERROR_TAG, error))
+
+
+class _Answer(NamedTuple):
+    """What an answer carries into the table: its tag and the result or the error."""
+
+    tag: int
+    value: Any
+
+
+#: What each outcome of the table does (ServerConnection._apply).
+_EFFECTS: Final[Mapping[ServerOutcome, Callable[[ServerConnection, Any], bytes]]] = {
+    _O.NOTIFICATIONS_ASKED: ServerConnection._announce_notifications,
+    _O.EXCHANGE_ASKED: ServerConnection._announce_exchange,
+    _O.REFUSED: ServerConnection._queue_refusal,
+    _O.CLOSED: ServerConnection._report_closed,
+    _O.HEAD: ServerConnection._head,
+    _O.FRAME: ServerConnection._frame,
+    _O.KEEPALIVE: ServerConnection._keepalive,
+    _O.ERROR_AND_END: ServerConnection._error_and_end,
+    _O.END: ServerConnection._end,
+    _O.HEAD_AND_END: ServerConnection._head_and_end,
+    _O.ANSWER: ServerConnection._answer,
+    _O.REFUSAL: ServerConnection._refusal,
+}
+
+
+#: The status of an ask refused while the hub is suspended.
+NOT_SERVED_STATUS: Final = 503
+#: The ``Retry-After`` hint, in seconds: listeners re-ask with their own backoff anyway.
+RETRY_AFTER: Final = 1
+
+
+def internal_error(message: str) -> ErrorData:
+    """An internal-error ``ErrorData`` saying ``message`` (a path's end, a handler's failure)."""
+    return ErrorData(code=int(ErrorCode.INTERNAL_ERROR), message=message)
+
+
+def not_served_now(connection: ServerConnection, reason: str) -> bytes:
+    """The answer to a notification ask while the hub is suspended: ``503``, the reason as body."""
+    return connection.refuse(NOT_SERVED_STATUS, reason, headers=[("Retry-After", str(RETRY_AFTER))])
+
+
+def path_end(connection: ServerConnection, reason: str | None) -> bytes:
+    """The end of an open path: clean (``reason`` is ``None``), or the hub's reason as an error.
+
+    The error goes where the profile allows one (the provider profile, and
+    the container profile before any notification), with the finish after
+    it; where the profile allows neither an error nor a finish (the
+    container profile after notifications) this is ``b""``: the path ends
+    with the connection, without the end of its body.
+    """
+    try:
+        if reason is None:
+            return connection.end_path()
+        return connection.send_error(internal_error(reason))
+    except LocalProtocolError:
+        return b""

@@ -1,0 +1,449 @@
+"""The hub: publish a notification once, and every open path gets it.
+
+An application publishes into a :class:`Hub` without knowing who is
+reading; each open path holds a :class:`Subscriber`, a bounded queue the
+path's writer drains. Nothing is replayed: a subscriber gets what is
+published while it is subscribed, and a new subscription starts empty.
+
+**Bounded queues.** A queue is bounded in notifications (``queue_size``)
+and in bytes of frames (``queue_bytes``); an empty queue takes any one
+frame. What arrives while a queue is full is not queued for it. The loss is
+not reported on the wire (the Diverge 2.3.0 specification page for the
+container proxy's notification response: "the sequence does not report the
+loss"); it is counted in :attr:`Subscriber.dropped`, exactly, with what is
+still queued when a subscriber closes.
+
+**One frame per notification.** :meth:`Hub.publish` builds a notification's
+frame (length, tag byte, JSON) once; every queue it reaches holds that same
+``bytes``, which writers take with :meth:`Subscriber.take_frames`. One larger
+than ``max_frame_size`` is refused there (:class:`NotificationTooLarge`).
+
+**Publishers that can wait** ask :meth:`Hub.room_for` and, on ``False``,
+register with :meth:`Hub.when_room`; :meth:`Hub.publish` itself never waits.
+:meth:`Hub.counts` gives totals that outlive subscribers.
+
+**Filters** (after the MCP server library's notifications page, named after
+MCP 2026-07-28's ``SubscriptionFilter``).
+A subscriber with an :class:`Interest` narrows four topics, routed by the
+notification's ``method``:
+
+=======================================  =============================================
+published method                         reaches a subscriber whose interest has
+=======================================  =============================================
+``notifications/resources/updated``      its ``params.uri`` in ``resource_subscriptions``
+``notifications/resources/list_changed`` ``resources_list_changed``
+``notifications/tools/list_changed``     ``tools_list_changed``
+``notifications/prompts/list_changed``   ``prompts_list_changed``
+``notifications/message``                a ``log_level`` at or below the message's level
+                                         (none when ``log_level`` is ``None``)
+=======================================  =============================================
+
+Every other method (progress, cancelled, elicitation, tasks, custom ones)
+reaches every subscriber: kind 4 relays the whole union, deliberately (the
+Diverge 2.3.0 specification page ``/mcp/notifications/{channel}``), and a
+filter narrows only the topics it names. A subscriber with no interest at
+all (``None``) gets everything.
+
+Publishing costs O(subscribers it reaches): subscribers are indexed by URI,
+by list-changed flag and by log level, so a ``resources/updated`` for one
+URI does not look at the subscribers of other URIs.
+
+**Suspension.** A hub fed from somewhere that can be lost (a broker between
+replicas, see ``docs/cluster.md``) can be :meth:`Hub.suspend`-ed: every open
+subscriber is ended with a reason (:attr:`Subscriber.end_reason`; its
+writer drains what is queued and ends the path with that reason) and
+:meth:`Hub.subscribe` raises :class:`HubSuspended` until :meth:`Hub.resume`.
+A hub nobody suspends behaves exactly as if the feature did not exist.
+
+The hub is not thread-safe by itself (sans-IO cannot lock): an adapter that
+publishes from several threads serialises hub calls with its own lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import NoReturn
+
+from ..errors import LocalProtocolError
+from ..mcp.model import LogLevel, Notification
+from ..wire.framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE
+from ..wire.messages import NOTIFICATION_TAG, pack_frame_head
+from .counts import HubCounts, HubTotals
+from .filters import LIST_CHANGED_METHODS, LOG_METHOD, RESOURCE_UPDATED_METHOD, Interest
+from .subscriber import DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_SIZE, Subscriber, check_reason
+
+__all__ = [
+    "DEFAULT_QUEUE_BYTES",
+    "DEFAULT_QUEUE_SIZE",
+    "LIST_CHANGED_METHODS",
+    "LOG_METHOD",
+    "RESOURCE_UPDATED_METHOD",
+    "Hub",
+    "HubCounts",
+    "HubSuspended",
+    "Interest",
+    "NotificationTooLarge",
+    "Subscriber",
+    "as_notification",
+]
+
+
+class HubSuspended(Exception):
+    """:meth:`Hub.subscribe` was called while the hub is suspended.
+
+    ``reason`` is the reason given to :meth:`Hub.suspend`. A server answers
+    the ask as not served for now (``503`` with ``Retry-After``) instead of
+    opening a path that would hear nothing.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the hub is suspended: {reason}")
+        self.reason = reason
+
+
+# Ordered sets (dicts with None values): iteration order is subscription
+# order, so fan-out is deterministic.
+_Group = dict[Subscriber, None]
+
+
+def as_notification(item: object) -> Notification | None:
+    """``item`` as a :class:`Notification`, or ``None`` if it is not one.
+
+    Accepts a :class:`Notification`, a mapping, or JSON as ``bytes`` /
+    ``str``. Never raises for what it is given.
+    """
+    if isinstance(item, Notification):
+        return item
+    try:
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            return Notification.from_bytes(item)
+        if isinstance(item, str):
+            return Notification.from_json(item)
+        if isinstance(item, Mapping):
+            return Notification.from_json(item)
+    except (ValueError, TypeError, RecursionError):  # FrameError is a ValueError
+        return None
+    return None
+
+
+class NotificationTooLarge(LocalProtocolError):
+    """:meth:`Hub.publish` refused a notification too large for a frame.
+
+    ``size`` is the size of its message (the tag byte and the JSON), ``limit``
+    the hub's ``max_frame_size``. Nothing was queued; the hub goes on.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"a notification of {size} bytes (tag byte and JSON) is larger than the frame "
+            f"limit of {limit} bytes: not published"
+        )
+        self.size = size
+        self.limit = limit
+
+
+class Hub:
+    """Fans published notifications out to subscribers' bounded queues.
+
+    ``queue_size`` (notifications) and ``queue_bytes`` (bytes of frames) are
+    the default bounds of a subscriber's queue; ``max_frame_size`` is the
+    largest message (tag byte and JSON) :meth:`publish` accepts, the
+    proxy's default frame limit unless said otherwise.
+    """
+
+    def __init__(
+        self,
+        *,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        queue_bytes: int = DEFAULT_QUEUE_BYTES,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        if queue_size < 1:
+            raise ValueError("queue_size must be at least 1")
+        if queue_bytes < 1 or max_frame_size < 1:
+            raise ValueError("queue_bytes and max_frame_size must be at least 1")
+        self._queue_size = queue_size
+        self._queue_bytes = queue_bytes
+        self._max_frame_size = max_frame_size
+        self._totals = HubTotals()
+        self._room_waiters: list[Callable[[], None]] = []
+        self._suspended: str | None = None
+        self._all: _Group = {}  # every open subscriber
+        self._everything: _Group = {}  # subscribers without an interest
+        self._by_uri: dict[str, _Group] = {}
+        self._list_changed: dict[str, _Group] = {method: {} for method in LIST_CHANGED_METHODS}
+        self._by_level: list[_Group] = [{} for _ in LogLevel]
+
+    @property
+    def queue_size(self) -> int:
+        """The default queue size of a new subscriber."""
+        return self._queue_size
+
+    @property
+    def queue_bytes(self) -> int:
+        """The default byte bound of a new subscriber's queue."""
+        return self._queue_bytes
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest message (tag byte and JSON) :meth:`publish` accepts."""
+        return self._max_frame_size
+
+    @property
+    def subscribers(self) -> int:
+        """How many subscribers are open."""
+        return len(self._all)
+
+    @property
+    def suspended(self) -> str | None:
+        """The reason given to :meth:`suspend` while suspended, else ``None``."""
+        return self._suspended
+
+    def suspend(self, reason: str) -> int:
+        """End every open subscriber with ``reason`` and refuse new ones until :meth:`resume`.
+
+        Each open subscriber is closed as by ``close(reason=reason)``: what
+        it has queued stays for its writer, and its ``on_ready`` is called
+        (after all of them are closed; if one raises, the others still run
+        and the first exception is re-raised). While suspended,
+        :meth:`subscribe` raises :class:`HubSuspended`. Suspending a
+        suspended hub replaces the reason. Returns how many subscribers were
+        ended.
+        """
+        check_reason(reason)
+        self._suspended = reason
+        ended = list(self._all)
+        wakes = [subscriber._end(reason) for subscriber in ended]
+        _call_all([wake for wake in wakes if wake is not None])
+        return len(ended)
+
+    def resume(self) -> None:
+        """Accept subscriptions again after :meth:`suspend` (harmless if not suspended)."""
+        self._suspended = None
+
+    def counts(self) -> HubCounts:
+        """The hub's counts now (a snapshot; O(open subscribers) for ``queued``)."""
+        totals = self._totals
+        return HubCounts(
+            subscribers=len(self._all),
+            subscribed=totals.subscribed,
+            published=totals.published,
+            ignored=totals.ignored,
+            refused=totals.refused,
+            sent=totals.sent,
+            dropped=totals.dropped,
+            queued=sum(len(subscriber._queue) for subscriber in self._all),
+        )
+
+    def room_for(self, item: object) -> bool:
+        """True if :meth:`publish` of ``item`` now would queue it for every subscriber it reaches.
+
+        Also true for what :meth:`publish` does not queue anywhere whatever
+        the queues hold (an item that is not a notification, or one too
+        large), so that a publisher waiting for room never waits for those.
+        Each subscriber found without room is remembered: after a ``False``,
+        register with :meth:`when_room` (with no other hub call in between)
+        to learn when one of them takes notifications out or closes.
+        """
+        notification = as_notification(item)
+        if notification is None:
+            return True
+        payload = len(notification.to_bytes()) + 1
+        if payload > self._max_frame_size:
+            return True
+        size = payload + PREFIX_SIZE
+        room = True
+        for group in self._route(notification):
+            for subscriber in group:
+                queue = subscriber._queue
+                if queue and (
+                    len(queue) >= subscriber._queue_size
+                    or subscriber._bytes + size > subscriber._queue_bytes
+                ):
+                    subscriber._awaited = True
+                    room = False
+        return room
+
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once, when a queue :meth:`room_for` found full takes or closes.
+
+        It is called from inside :meth:`Subscriber.take_frames`,
+        :meth:`Subscriber.take` or :meth:`Subscriber.close`, after the queue
+        changed: it should only wake the publisher, which then asks
+        :meth:`room_for` again (the room may be taken by then, or another
+        queue may still be full). If a callback raises, the others still run,
+        the take that ran them is undone, and the first exception propagates.
+        """
+        self._room_waiters.append(callback)
+
+    def _room_made(self) -> None:
+        waiters = self._room_waiters
+        if waiters:
+            self._room_waiters = []
+            _call_all(waiters)
+
+    def subscribe(
+        self,
+        interest: Interest | None = None,
+        *,
+        queue_size: int | None = None,
+        on_ready: Callable[[], None] | None = None,
+        queue_bytes: int | None = None,
+    ) -> Subscriber:
+        """A new subscriber, starting empty.
+
+        ``interest`` narrows what it gets (``None``: everything). ``on_ready``
+        is called synchronously from :meth:`publish` whenever the queue goes
+        from empty to non-empty: the moment a writer waiting for work should
+        wake up; and once when the subscription is ended from outside
+        (``close(reason=...)``, :meth:`suspend`). ``queue_size`` and
+        ``queue_bytes`` bound its queue (the hub's defaults unless given).
+
+        Raises :class:`HubSuspended` while the hub is suspended (see
+        :meth:`suspend`).
+        """
+        if self._suspended is not None:
+            raise HubSuspended(self._suspended)
+        size = self._queue_size if queue_size is None else queue_size
+        if size < 1:
+            raise ValueError("queue_size must be at least 1")
+        bytes_bound = self._queue_bytes if queue_bytes is None else queue_bytes
+        if bytes_bound < 1:
+            raise ValueError("queue_bytes must be at least 1")
+        if interest is not None and not isinstance(interest, Interest):
+            raise TypeError(f"interest must be an Interest or None, not {type(interest).__name__}")
+        subscriber = Subscriber(self, interest, size, on_ready, bytes_bound)
+        self._totals.subscribed += 1
+        self._all[subscriber] = None
+        for group in self._groups_of(interest):
+            group[subscriber] = None
+        return subscriber
+
+    def _groups_of(self, interest: Interest | None) -> list[_Group]:
+        """The index groups a subscriber with ``interest`` belongs to (URI groups created)."""
+        if interest is None:
+            return [self._everything]
+        by_uri = self._by_uri
+        groups = [by_uri.setdefault(uri, {}) for uri in interest.resource_subscriptions]
+        for method, flag in LIST_CHANGED_METHODS.items():
+            if getattr(interest, flag):
+                groups.append(self._list_changed[method])
+        if interest.log_level is not None:
+            groups.append(self._by_level[interest.log_level])
+        return groups
+
+    def _remove(self, subscriber: Subscriber) -> None:
+        self._all.pop(subscriber, None)
+        interest = subscriber.interest
+        for group in self._groups_of(interest):
+            group.pop(subscriber, None)
+        if interest is not None:
+            # Empty URI groups go, so the index does not grow with URIs
+            # nobody is subscribed to any more.
+            for uri in interest.resource_subscriptions:
+                if not self._by_uri[uri]:
+                    del self._by_uri[uri]
+        if subscriber._awaited:
+            # A publisher waits for this queue: gone, it holds nobody up.
+            subscriber._awaited = False
+            self._room_made()
+
+    def _route(self, notification: Notification) -> tuple[_Group, ...]:
+        """The groups of subscribers ``notification`` reaches; they never overlap."""
+        method = notification.method
+        if method == RESOURCE_UPDATED_METHOD:
+            params = notification.params
+            uri = params.get("uri") if params is not None else None
+            group = self._by_uri.get(uri) if isinstance(uri, str) else None
+            return (self._everything, group) if group else (self._everything,)
+        list_group = self._list_changed.get(method)
+        if list_group is not None:
+            return (self._everything, list_group)
+        if method == LOG_METHOD:
+            params = notification.params
+            level = LogLevel.from_wire(params.get("level")) if params is not None else None
+            if level is None:
+                return (self._everything,)
+            return (self._everything, *self._by_level[: level + 1])
+        return (self._all,)
+
+    def publish(self, item: object) -> int:
+        """Queue ``item`` for every subscriber it reaches; returns how many queued it.
+
+        ``item`` is a :class:`Notification`, a mapping, or JSON bytes/str.
+        Anything that is not a notification (another type, bad JSON, not an
+        object, no string ``method``) is ignored and 0 returned, so the hub
+        can share a bus with other traffic. A subscriber whose queue is full
+        does not get it; its :attr:`~Subscriber.dropped` count goes up.
+
+        A notification whose message (tag byte and JSON) is larger than
+        :attr:`max_frame_size` is queued nowhere: :class:`NotificationTooLarge`
+        is raised, and the refusal counted. The notification's frame is built
+        once, here, and shared by every queue it reaches.
+
+        ``on_ready`` callbacks run after every queue was filled; if one
+        raises, the others still run and the first exception is re-raised.
+        """
+        notification = as_notification(item)
+        totals = self._totals
+        if notification is None:
+            totals.ignored += 1
+            return 0
+        json = notification.to_bytes()
+        payload = len(json) + 1
+        if payload > self._max_frame_size:
+            self._refuse(notification, payload)
+        frame = pack_frame_head(payload, NOTIFICATION_TAG) + json
+        size = len(frame)
+        entry = (frame, notification)
+        totals.published += 1
+        reached = 0
+        dropped = 0
+        ready: list[Callable[[], None]] | None = None
+        for group in self._route(notification):
+            reached += len(group)
+            for subscriber in group:
+                queue = subscriber._queue
+                if not queue:
+                    # An empty queue takes any one frame: the byte bound
+                    # never keeps a notification from a path that has room.
+                    queue.append(entry)
+                    subscriber._bytes = size
+                    if subscriber._on_ready is not None:
+                        if ready is None:
+                            ready = []
+                        ready.append(subscriber._on_ready)
+                elif (
+                    len(queue) >= subscriber._queue_size
+                    or subscriber._bytes + size > subscriber._queue_bytes
+                ):
+                    subscriber._dropped += 1
+                    dropped += 1
+                else:
+                    queue.append(entry)
+                    subscriber._bytes += size
+        if dropped:
+            totals.dropped += dropped
+        if ready is not None:
+            _call_all(ready)
+        return reached - dropped
+
+    def _refuse(self, notification: Notification, payload: int) -> NoReturn:
+        """Count a notification too large for a frame, then raise."""
+        self._totals.refused += 1
+        for group in self._route(notification):
+            for subscriber in group:
+                subscriber._refused += 1
+        raise NotificationTooLarge(payload, self._max_frame_size)
+
+
+def _call_all(callbacks: list[Callable[[], None]]) -> None:
+    first: BaseException | None = None
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception as error:
+            if first is None:
+                first = error
+    if first is not None:
+        raise first

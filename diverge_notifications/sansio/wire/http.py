@@ -1,0 +1,207 @@
+"""The HTTP/1.1 vocabulary both sides share .
+
+What an ask and its answer look like on the wire, in one place: the path
+asks are posted to, the content types, the bearer-token rule, channel ids
+(minting and reading them back), finding the end of a head, the heads of
+answers and refusals, and the chunks a path is written in. The proxy
+(:mod:`.proxy`) reads with these, the server (:mod:`.server`) writes with
+them, so the two sides cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from ..errors import LocalProtocolError
+from .framing import KEEPALIVE_FRAME
+
+__all__ = [
+    "ASK_CONTENT_TYPE",
+    "ASK_PATH",
+    "CONTINUE_RESPONSE",
+    "DEFAULT_MAX_HEAD_SIZE",
+    "HEAD_END",
+    "KEEPALIVE_CHUNK",
+    "LAST_CHUNK",
+    "MESSAGES_CONTENT_TYPE",
+    "PHRASES",
+    "ChannelIds",
+    "answer_head",
+    "channel_from_location",
+    "check_token",
+    "chunk",
+    "refusal_response",
+    "target_path",
+]
+
+#: The one path asks are posted to.
+ASK_PATH: Final = "/requests"
+#: Content type of the ask's body.
+ASK_CONTENT_TYPE: Final = "application/vnd.diverge.ask"
+#: Content type of an answer that opens a path: a body of frames.
+MESSAGES_CONTENT_TYPE: Final = "application/vnd.diverge.messages"
+#: Largest head accepted by default (start line, headers, blank line).
+DEFAULT_MAX_HEAD_SIZE: Final = 64 * 1024
+
+#: The end of a head exactly as h11 finds it (h11's receive buffer), so that
+#: h11 is handed exactly one complete head at a time.
+HEAD_END: Final = re.compile(rb"\n\r?\n")
+
+# --- bearer tokens -------------------------------------------------------------
+
+_TOKEN_RE: Final = re.compile(r"[\x21-\x7e]+\Z")
+
+
+def check_token(token: str | None) -> None:
+    """Raise :class:`ValueError` unless ``token`` is ``None`` or a usable bearer token.
+
+    A usable token is one or more visible ASCII characters: what the server
+    compares and what the proxy can send, so both sides refuse the same
+    tokens when they are built.
+    """
+    if token is not None and (not isinstance(token, str) or _TOKEN_RE.match(token) is None):
+        raise ValueError("a token is one or more visible ASCII characters")
+
+
+# --- channel ids ---------------------------------------------------------------
+
+_CHANNEL_MAX: Final = 64
+_CHANNEL: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Room left for the counter: 10**20 ids per server is more than any server
+# mints, so minting never runs out for a valid prefix and start.
+_COUNTER_DIGITS: Final = 20
+_CHANNEL_PREFIX_MAX: Final = _CHANNEL_MAX - _COUNTER_DIGITS
+_CHANNEL_PREFIX_RE: Final = re.compile(r"[A-Za-z0-9_-]*\Z")
+
+
+class ChannelIds:
+    """Mints channel ids: ``prefix`` followed by a counter (``c1``, ``c2``, ...).
+
+    Share one instance between every :class:`~.server.ServerConnection` of a
+    server so that ids are unique per server. A channel id is 1-64
+    characters of ``A-Z a-z 0-9 - _``; the prefix is checked against that
+    alphabet and may be empty.
+    """
+
+    __slots__ = ("_next", "_prefix")
+
+    def __init__(self, prefix: str = "c", *, start: int = 1) -> None:
+        if not isinstance(prefix, str) or _CHANNEL_PREFIX_RE.match(prefix) is None:
+            raise ValueError(f"a channel prefix uses only A-Z a-z 0-9 - _, not {prefix!r}")
+        if len(prefix) > _CHANNEL_PREFIX_MAX:
+            raise ValueError(
+                f"a channel prefix is at most {_CHANNEL_PREFIX_MAX} characters, so that "
+                f"{_COUNTER_DIGITS} digits of counter still fit in {_CHANNEL_MAX}"
+            )
+        if not 0 <= start < 10 ** (_COUNTER_DIGITS - 1):
+            raise ValueError(f"start must be from 0 to 10**{_COUNTER_DIGITS - 1} - 1")
+        self._prefix = prefix
+        self._next = start
+
+    @property
+    def prefix(self) -> str:
+        """The prefix every id starts with."""
+        return self._prefix
+
+    def mint(self) -> str:
+        """A channel id this instance has not returned before."""
+        channel = f"{self._prefix}{self._next}"
+        if len(channel) > _CHANNEL_MAX:
+            raise LocalProtocolError("channel ids are exhausted: the id would exceed 64 characters")
+        self._next += 1
+        return channel
+
+
+def channel_from_location(value: str) -> str | None:
+    """The channel named by a ``Content-Location`` value, or ``None``.
+
+    The channel is the last segment of the location's path, which must be
+    1-64 of ``A-Z a-z 0-9 - _``. Absolute locations
+    (``http://host/mcp/notifications/c1``) and any prefix before the last
+    segment are accepted; the query and fragment are ignored.
+    """
+    location = value.strip().split("#", 1)[0].split("?", 1)[0]
+    scheme_end = location.find("://")
+    if scheme_end >= 0 or location.startswith("//"):
+        after_authority = location[scheme_end + 3 if scheme_end >= 0 else 2 :]
+        slash = after_authority.find("/")
+        location = after_authority[slash:] if slash >= 0 else ""
+    segment = location.rsplit("/", 1)[-1]
+    return segment if _CHANNEL.fullmatch(segment) else None
+
+
+def target_path(target: bytes) -> bytes:
+    """The path of a request target (origin form or absolute form), without the query."""
+    if target.startswith(b"/"):
+        return target.partition(b"?")[0]
+    scheme, separator, rest = target.partition(b"://")
+    if separator and scheme.lower() in (b"http", b"https"):
+        path_start = rest.find(b"/")
+        if path_start < 0:
+            return b"/"
+        return rest[path_start:].partition(b"?")[0]
+    return target
+
+
+# --- response heads ------------------------------------------------------------
+
+#: The interim answer to ``Expect: 100-continue``.
+CONTINUE_RESPONSE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+#: Reason phrases of the statuses a server sends.
+PHRASES: Final[Mapping[int, str]] = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+    505: "HTTP Version Not Supported",
+}
+
+
+def answer_head(location: str) -> bytes:
+    """The ``200`` head of a served ask, whose chunked body is the path."""
+    return (
+        "HTTP/1.1 200 OK\r\n"
+        f"Content-Type: {MESSAGES_CONTENT_TYPE}\r\n"
+        f"Content-Location: {location}\r\n"
+        "Cache-Control: no-store\r\n"
+        "Transfer-Encoding: chunked\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    ).encode("ascii")
+
+
+def refusal_response(
+    status: int, reason: str, *, extra: Iterable[tuple[str, str]] = (), head_only: bool = False
+) -> bytes:
+    """A complete refusal: status, a plain-text body saying why, ``Connection: close``."""
+    phrase = PHRASES.get(status, "Error")
+    body = f"{status} {phrase}: {reason}\n".encode()
+    lines = [
+        f"HTTP/1.1 {status} {phrase}",
+        "Content-Type: text/plain; charset=utf-8",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+        *(f"{name}: {value}" for name, value in extra),
+    ]
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+    return head if head_only else head + body
+
+
+# --- chunks --------------------------------------------------------------------
+
+#: The last chunk: the clean end of a chunked body.
+LAST_CHUNK: Final = b"0\r\n\r\n"
+#: One chunk holding one keep-alive frame.
+KEEPALIVE_CHUNK: Final = b"4\r\n" + KEEPALIVE_FRAME + b"\r\n"
+
+
+def chunk(data: bytes) -> bytes:
+    """``data`` as one HTTP chunk; ``data`` must not be empty (that ends the body)."""
+    return b"%x\r\n%b\r\n" % (len(data), data)

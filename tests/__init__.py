@@ -1,0 +1,1 @@
+"""The test suite: a tree that mirrors the package."""

@@ -1,0 +1,1 @@
+"""Tests of ``diverge_notifications/sansio/drivers``."""
