@@ -27,10 +27,10 @@ and where the table lives, as ``"module:ATTRIBUTE"``, or
 diagram may list several places, tried in order, so that a table can move
 to a new module and still be found in the old one meanwhile: the first
 place whose module and attribute exist and whose shape fits is drawn. A
-place ``"package.*:ATTRIBUTE"`` is whichever module directly under
-``package`` has the table (an error if different modules have different
-tables of that name); the diagrams list it last, so that a table found
-nowhere else is still drawn wherever it moved.
+place ``"package.*:ATTRIBUTE"`` is whichever module of ``package`` (in its
+sub-packages too) has the table (an error if different modules have
+different tables of that name); the diagrams list it last, so that a table
+found nowhere else is still drawn wherever it moved.
 """
 
 from __future__ import annotations
@@ -80,68 +80,58 @@ class Unfit(LookupError):
 _CORE = "diverge_notifications.sansio"
 
 
-def _places(attribute: str, *modules: str, select: str | None = None) -> tuple[str, ...]:
-    """``attribute`` in each of ``modules`` (newest place first), then anywhere in the core."""
+def _places(attribute: str, module: str, select: str | None = None) -> tuple[str, ...]:
+    """``attribute`` in ``module`` of the core, then anywhere in the core."""
     suffix = "" if select is None else f"[{select}]"
-    return tuple(f"{_CORE}.{module}:{attribute}{suffix}" for module in (*modules, "*"))
+    return tuple(f"{_CORE}.{place}:{attribute}{suffix}" for place in (module, "*"))
 
 
 #: The diagrams of docs/states.md, in order.
 DIAGRAMS: list[Diagram] = [
     Diagram(
         "ProxyConnection: one ask on one HTTP/1.1 connection",
-        _places("PROXY_TRANSITIONS", "proxy_table", "proxy"),
+        _places("PROXY_TRANSITIONS", "client.connection"),
     ),
     Diagram(
         "ExchangeConnection: the answer of a one-shot exchange",
-        _places("ANSWER_TRANSITIONS", "exchange", "proxy"),
+        _places("ANSWER_TRANSITIONS", "client.answer"),
     ),
     Diagram(
         "Sequence rules: provider profile",
-        _places("TRANSITIONS", "sequence", select="PROVIDER"),
+        _places("TRANSITIONS", "client.sequence", select="PROVIDER"),
     ),
     Diagram(
         "Sequence rules: container profile",
-        _places("TRANSITIONS", "sequence", select="CONTAINER"),
+        _places("TRANSITIONS", "client.sequence", select="CONTAINER"),
     ),
     Diagram(
         "ServerConnection: one ask on one HTTP/1.1 connection (provider profile)",
-        (
-            *_places("SERVER_TRANSITIONS_BY_PROFILE", "server_states", "server", select="PROVIDER"),
-            *_places("SERVER_TRANSITIONS", "server_states", "server", select="PROVIDER"),
-            *_places("SERVER_TRANSITIONS", "server_states", "server"),
-        ),
+        _places("SERVER_TRANSITIONS", "server.connection"),
     ),
     Diagram(
         "ServerConnection: container profile",
-        (
-            *_places(
-                "SERVER_TRANSITIONS_BY_PROFILE", "server_states", "server", select="CONTAINER"
-            ),
-            *_places("SERVER_TRANSITIONS", "server_states", "server", select="CONTAINER"),
-            *_places("CONTAINER_SERVER_TRANSITIONS", "server_states", "server"),
-        ),
+        _places("CONTAINER_SERVER_TRANSITIONS", "server.connection"),
     ),
     Diagram(
         "ContainerWriter: container profile",
-        _places("WRITER_TRANSITIONS", "writer", "server", select="CONTAINER"),
+        _places("WRITER_TRANSITIONS", "server.writer", select="CONTAINER"),
     ),
     Diagram(
         "ContainerWriter: provider profile",
-        _places("WRITER_TRANSITIONS", "writer", "server", select="PROVIDER"),
+        _places("WRITER_TRANSITIONS", "server.writer", select="PROVIDER"),
     ),
-    Diagram("ProxyPolicy: when the proxy may ask", _places("POLICY_TRANSITIONS", "policy")),
+    Diagram("ProxyPolicy: when the proxy may ask", _places("POLICY_TRANSITIONS", "client.policy")),
     Diagram(
         "ListenDriver: a listener asking again and again",
-        _places("LISTEN_TRANSITIONS", "listening"),
+        _places("LISTEN_TRANSITIONS", "drivers.listen"),
     ),
     Diagram(
         "ServingConnection: one accepted connection of a server",
-        _places("SERVING_TRANSITIONS", "serving_table", "serving"),
+        _places("SERVING_TRANSITIONS", "drivers.serve"),
     ),
     Diagram(
         "ExchangeDriver: one exchange of a proxy",
-        _places("EXCHANGE_DRIVER_TRANSITIONS", "proxying"),
+        _places("EXCHANGE_DRIVER_TRANSITIONS", "drivers.proxy"),
     ),
 ]
 
@@ -259,12 +249,12 @@ def _module(name: str) -> ModuleType:
 
 
 def _table_in_package(package_name: str, attribute: str) -> Mapping[Any, Any]:
-    """The one table named ``attribute`` in the modules directly under a package."""
+    """The one table named ``attribute`` in the modules of a package, at any depth."""
     package = _module(package_name)
     # Keyed by identity: a module that imports the table from another holds the same one.
     found: dict[int, tuple[list[str], Mapping[Any, Any]]] = {}
-    for info in pkgutil.iter_modules(getattr(package, "__path__", [])):
-        name = f"{package_name}.{info.name}"
+    for info in pkgutil.walk_packages(getattr(package, "__path__", []), f"{package_name}."):
+        name = info.name
         table = getattr(importlib.import_module(name), attribute, None)
         if isinstance(table, Mapping):
             found.setdefault(id(table), ([], table))[0].append(name)

@@ -17,8 +17,14 @@ from __future__ import annotations
 
 from _driver import JSON_TOKENS, MCP_PARAMS_TOKENS, check_codec
 
-from diverge_notifications.sansio import Ask, AskError, Exchange, decode_ask, encode_ask
-from diverge_notifications.sansio.errors import AskErrorReason
+from diverge_notifications.sansio import (
+    Ask,
+    AskError,
+    AskErrorReason,
+    Exchange,
+    decode_ask,
+    encode_ask,
+)
 from diverge_notifications.sansio.wire.asks import (
     channel_request_for,
     decode_channel_request,

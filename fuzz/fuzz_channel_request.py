@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from _driver import JSON_TOKENS, MCP_PARAMS_TOKENS, check_codec
 
-from diverge_notifications.sansio import AskError
-from diverge_notifications.sansio.errors import AskErrorReason
+from diverge_notifications.sansio import AskError, AskErrorReason
 from diverge_notifications.sansio.wire.asks import (
     ChannelRequest,
     ChannelRequestTag,

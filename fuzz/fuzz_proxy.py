@@ -34,6 +34,7 @@ from typing import Any
 
 from diverge_notifications.sansio import (
     NEED_DATA,
+    TERMINAL_EVENTS,
     Ask,
     Event,
     Exchange,
@@ -51,7 +52,6 @@ from diverge_notifications.sansio import (
     StreamErrored,
     StreamOpened,
 )
-from diverge_notifications.sansio.events import TERMINAL_EVENTS
 
 CHUNKED_HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.diverge.messages\r\n"

@@ -34,30 +34,28 @@ import h11
 
 from diverge_notifications.sansio import (
     NEED_DATA,
+    TERMINAL_EVENTS,
+    AskRefused,
+    ConnectionClosed,
     ErrorData,
+    Event,
+    ExchangeAsked,
     ExchangeConnection,
     LocalProtocolError,
     Notification,
     NotificationReceived,
+    NotificationsAsked,
     NotServed,
     Profile,
     ProxyConnection,
     ResultReceived,
+    ServerConnection,
     StreamBroken,
     StreamEnded,
     StreamErrored,
+    encode_frame,
+    encode_message,
 )
-from diverge_notifications.sansio.events import (
-    TERMINAL_EVENTS,
-    AskRefused,
-    ConnectionClosed,
-    Event,
-    ExchangeAsked,
-    NotificationsAsked,
-)
-from diverge_notifications.sansio.server.connection import ServerConnection
-from diverge_notifications.sansio.wire.framing import encode_frame
-from diverge_notifications.sansio.wire.messages import encode_message
 
 DECLARED_STATUSES = frozenset({400, 401, 404, 405, 413, 431, 501, 505})
 TOKEN = "t0k3n"

@@ -72,10 +72,13 @@ def test_write_then_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 
 def sansio_tables() -> dict[str, Mapping[Any, Any]]:
-    """Every public module-level ``*TRANSITIONS`` mapping of the sans-IO core, by place."""
+    """Every public module-level ``*TRANSITIONS`` mapping of the sans-IO core, by place.
+
+    The sub-packages are walked too: a machine's table lives in its module.
+    """
     found: dict[str, Mapping[Any, Any]] = {}
     package = diverge_notifications.sansio
-    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if re.fullmatch(r"(?:[A-Z][A-Z_]*_)?TRANSITIONS", name) and isinstance(value, Mapping):
@@ -235,7 +238,7 @@ def test_a_table_of_several_profiles_in_either_shape() -> None:
 
 def test_select_picks_one_profile() -> None:
     diagram = SCRIPT.Diagram(
-        "x", ("diverge_notifications.sansio.sequence:TRANSITIONS[NO_SUCH_PROFILE]",)
+        "x", ("diverge_notifications.sansio.client.sequence:TRANSITIONS[NO_SUCH_PROFILE]",)
     )
     with pytest.raises(ValueError, match="NO_SUCH_PROFILE"):
         SCRIPT.load_rows(diagram)
@@ -292,7 +295,7 @@ def test_a_broken_module_is_an_error_not_a_reason_to_look_elsewhere(modules: Pat
 
 def test_a_place_must_be_spelled_module_colon_attribute() -> None:
     with pytest.raises(ValueError, match="module:ATTRIBUTE"):
-        SCRIPT.load_rows(SCRIPT.Diagram("x", ("diverge_notifications.sansio.policy",)))
+        SCRIPT.load_rows(SCRIPT.Diagram("x", ("diverge_notifications.sansio.client.policy",)))
 
 
 def test_a_table_found_wherever_it_moved_in_a_package(modules: Path) -> None:

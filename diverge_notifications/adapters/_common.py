@@ -1,8 +1,8 @@
 """What the three adapters share on the I/O side.
 
 Every decision is taken by the sans-IO drivers,
-:class:`~diverge_notifications.sansio.listening.ListenDriver` and
-:class:`~diverge_notifications.sansio.serving.ServingConnection`; what is
+:class:`~diverge_notifications.sansio.drivers.listen.ListenDriver` and
+:class:`~diverge_notifications.sansio.drivers.serve.ServingConnection`; what is
 left here needs the world outside: the read size, the random source and
 the TLS context (:func:`listen_driver`, :func:`serve_settings`), describing
 an :class:`OSError` (a TLS failure included), setting accepted sockets up,
@@ -41,18 +41,12 @@ from typing import (
 
 from ..sansio.client.policy import ProxyPolicy
 from ..sansio.client.urls import Endpoint, format_url
+from ..sansio.drivers import reports
 from ..sansio.drivers.actions import ExchangeHandler, ExchangeResult
 from ..sansio.drivers.listen import ListenDriver
-from ..sansio.drivers.reports import (
-    ExchangeReport,
-    PathEnd,
-    PathEndedReport,
-    PathOpenedReport,
-    RefusalReport,
-    ServeReport,
-)
+from ..sansio.drivers.reports import ServeReport
 from ..sansio.drivers.serve import ServingConnection
-from ..sansio.drivers.settings import ServeSettings
+from ..sansio.drivers.settings import ClientSettings, ServeSettings
 from ..sansio.server.counts import ServerStats
 from ..sansio.server.hub import Hub, as_notification
 from ..sansio.wire.asks import Ask
@@ -176,7 +170,9 @@ def listen_driver(
     context = options.pop("ssl", None)
     if options.get("random") is None:
         options["random"] = _random.random
-    driver = ListenDriver(url, **cast("dict[str, Any]", options))  # without ssl, now
+    policy = options.pop("policy", None)
+    settings = ClientSettings(**cast("dict[str, Any]", options))  # without ssl and policy
+    driver = ListenDriver(url, settings, policy=policy)
     return driver, listen_context(driver.endpoint, context)
 
 
@@ -271,8 +267,8 @@ def reset_on_close(sock: Any) -> None:
 
 def log_report(report: ServeReport) -> None:
     """Log what a served connection reports, at the level an operator expects."""
-    if type(report) is PathEndedReport:
-        if report.how is PathEnd.STALLED:
+    if type(report) is reports.PathEndedReport:
+        if report.how is reports.PathEnd.STALLED:
             logger.warning(
                 "path %s to %s stalled: no byte taken for %g s while output waited; "
                 "cut off, %d queued notifications freed",
@@ -289,11 +285,11 @@ def log_report(report: ServeReport) -> None:
             report.sent,
             report.dropped,
         )
-    elif type(report) is RefusalReport:
+    elif type(report) is reports.RefusalReport:
         logger.info("ask from %s refused: %d (%s)", report.peer, report.status, report.reason)
-    elif type(report) is PathOpenedReport:
+    elif type(report) is reports.PathOpenedReport:
         logger.debug("path %s to %s opened", report.channel, report.peer)
-    elif type(report) is ExchangeReport:
+    elif type(report) is reports.ExchangeReport:
         level = logging.ERROR if report.outcome.startswith("internal error") else logging.DEBUG
         logger.log(
             level,
@@ -430,7 +426,7 @@ class ServerBase:
         return self.hub.publish(item)
 
     def stats(self) -> ServerStats:
-        """What the server has done so far: a frozen :class:`~.counts.ServerStats`."""
+        """What the server did so far: :class:`~..sansio.server.counts.ServerStats`."""
         return self._settings.totals.snapshot()
 
     def _serving(
@@ -496,7 +492,8 @@ class AsyncServerBase(ServerBase):
         no listener that keeps reading loses it (one that stalls is cut off
         after ``stall_timeout`` and stops holding it up). Both return how
         many paths queued it; a notification too large for a frame raises
-        :class:`~.hub.NotificationTooLarge` at once, and nothing is queued.
+        :class:`~diverge_notifications.sansio.NotificationTooLarge` at once,
+        and nothing is queued.
         """
         if not wait:
             return self.hub.publish(item)

@@ -1,7 +1,7 @@
 """What the three ``Proxy`` classes share on the I/O side.
 
 Every decision of a proxy is taken by the sans-IO
-:class:`~diverge_notifications.sansio.proxying.ProxyDriver`; each exchange
+:class:`~diverge_notifications.sansio.drivers.proxy.ProxyDriver`; each exchange
 and each notification ask is performed by the adapter's own listener loop.
 What is left here is the random source (:func:`proxy_driver`), the
 options' type, and :class:`AsyncProxy`, the whole of the asyncio and trio
@@ -25,6 +25,7 @@ from ..sansio.drivers.proxy import (
     read_resource_ask,
     result_object,
 )
+from ..sansio.drivers.settings import ClientSettings
 from ..sansio.events import Event, ResultReceived
 from ..sansio.mcp.model import Notification
 from ..sansio.wire.asks import Ask
@@ -58,7 +59,9 @@ def proxy_driver(
     context = options.pop("ssl", None)
     if options.get("random") is None:
         options["random"] = _random.random
-    driver = ProxyDriver(url, **cast("dict[str, Any]", options))
+    policy = options.pop("policy", None)
+    settings = ClientSettings(**cast("dict[str, Any]", options))  # without ssl and policy
+    driver = ProxyDriver(url, settings, policy=policy)
     return driver, listen_context(driver.endpoint, context)
 
 
@@ -75,9 +78,9 @@ class AsyncProxy:
     :meth:`list_tools`, :meth:`list_resources`, :meth:`call_tool` and
     :meth:`read_resource` each make one exchange, on a connection of its
     own, and return the server's result object; an error answer raises
-    :class:`~diverge_notifications.sansio.proxying.ExchangeError` (its
+    :class:`~diverge_notifications.sansio.ExchangeError` (its
     ``ErrorData`` in ``error``), no answer
-    :class:`~diverge_notifications.sansio.proxying.ExchangeFailed`.
+    :class:`~diverge_notifications.sansio.ExchangeFailed`.
     :meth:`notifications` is an async iterator of what the proxy's one
     notification ask brings: it asks once the first exchange was answered
     (waiting until then), and again whenever a path ends, as the ``policy``

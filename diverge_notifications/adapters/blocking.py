@@ -1,10 +1,32 @@
-"""The blocking-socket adapter: :func:`listen` and :func:`serve`, for scripts and threads.
+"""The blocking-socket adapter: :func:`listen`, :func:`serve` and :class:`Proxy`.
 
-Both perform the actions of the sans-IO drivers, which take every decision;
-this module moves bytes and owns :func:`time.monotonic`. The server runs on
-background threads, one per connection plus one that accepts, and
-serialises every call into the hub (which is not thread-safe) with a lock:
-publish with :meth:`Server.publish`, from any thread.
+For scripts and threads, with the options and behaviour of :mod:`.asyncio`'s:
+
+* :func:`listen` returns a :class:`Listener`, a blocking iterator over what
+  a server sends, asking again with backoff and jitter; its
+  :meth:`~Listener.close` may be called from any thread, even while another
+  one is blocked inside ``next()``.
+* :func:`serve` runs a :class:`Server` of a hub on background threads, one
+  per connection plus one that accepts (and one that lingers on the
+  connections refused as busy); it serialises every call into the hub
+  (which is not thread-safe) with a lock: publish with
+  :meth:`Server.publish`, from any thread.
+* :class:`Proxy` makes the exchanges of kinds 0-3, from several threads at
+  once, and reads the notifications they unlock (:class:`Notifications`);
+  it raises :class:`ExchangeError`, :class:`ExchangeFailed` (both
+  re-exported here) and, once closed, :class:`ProxyClosed`.
+
+All three perform the actions of the sans-IO drivers
+(:mod:`diverge_notifications.sansio.drivers.listen`,
+:mod:`~diverge_notifications.sansio.drivers.serve` and
+:mod:`~diverge_notifications.sansio.drivers.proxy`), which take every
+decision; this module moves bytes and owns :func:`time.monotonic`.
+
+The module reads top-down: the listener, the server and its connections,
+the proxy, then the socket helpers they share: a wake-up a selector can
+wait on, sending with a stall deadline, lingering after a refusal, and the
+one thread that lingers on refused connections (doing their TLS handshake
+first, on a TLS server).
 """
 
 from __future__ import annotations
@@ -18,20 +40,8 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..sansio.drivers.actions import (
-    ClientDriver,
-    Close,
-    Connect,
-    Deliver,
-    Disconnect,
-    ExchangeResult,
-    Receive,
-    RunHandler,
-    Send,
-    Sleep,
-    WaitUntil,
-    Write,
-)
+from ..sansio.drivers import actions
+from ..sansio.drivers.actions import ClientDriver, ExchangeResult
 from ..sansio.drivers.proxy import (
     ExchangeError,
     ExchangeFailed,
@@ -60,241 +70,37 @@ from ._common import (
 )
 from ._proxy import proxy_driver
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._common import ListenOptions, ServeOptions
+    from ._proxy import ProxyOptions
+
 __all__ = [
+    "BlockingExchangeHandler",
     "ExchangeError",
     "ExchangeFailed",
-    "Lingerer",
     "Listener",
     "Notifications",
     "Proxy",
     "ProxyClosed",
     "Server",
-    "Wakeup",
-    "close_as",
-    "linger",
     "listen",
-    "sent",
     "serve",
 ]
 
 
-#: Connections refused as busy that the lingering thread holds at most;
-#: beyond, the oldest is closed at once.
-_MAX_LINGERING = 1024
-
-#: A connection refused as busy whose TLS handshake is under way: its driver, the linger.
-_Refusal = tuple[ServingConnection, float]
+# --- listen ---------------------------------------------------------------------------
 
 
-class Wakeup:
-    """A socket pair a selector can wait on, set from any thread."""
+def listen(url: str, **options: Unpack[ListenOptions]) -> Listener:
+    """Listen to the notifications of the server at ``url``: a blocking iterator.
 
-    def __init__(self) -> None:
-        self._reader, self._writer = socket.socketpair()
-        self._reader.setblocking(False)
-        self._writer.setblocking(False)
-
-    def fileno(self) -> int:
-        return self._reader.fileno()
-
-    def set(self) -> None:
-        # A full pair already holds a wake-up; a closed one has nobody to wake.
-        with contextlib.suppress(OSError):
-            self._writer.send(b"\0")
-
-    def clear(self) -> None:
-        with contextlib.suppress(OSError):
-            while self._reader.recv(4096):
-                pass
-
-    def close(self) -> None:
-        self._reader.close()
-        self._writer.close()
-
-
-def sent(sock: socket.socket, data: bytes, stall_timeout: float) -> bool:
-    """Send all of ``data``; False if the peer took no byte for ``stall_timeout`` seconds."""
-    view = memoryview(data)
-    sock.settimeout(stall_timeout)  # for each send: a byte taken starts the wait again
-    try:
-        while view:
-            view = view[sock.send(view) :]
-    except TimeoutError:
-        return False
-    finally:
-        sock.settimeout(None)
-    return True
-
-
-def close_as(sock: socket.socket, close: Close) -> None:
-    """Before ``sock`` is closed: make it a reset (``abort``), or linger (``linger`` seconds)."""
-    if close.abort:
-        reset_on_close(sock)
-    elif close.linger:
-        linger(sock, close.linger)
-
-
-def linger(sock: socket.socket, seconds: float) -> None:
-    """Half-close, then read and discard until the peer closes or ``seconds`` pass.
-
-    TLS has no half-close: inside it the socket is only read and discarded
-    (the refusal has a ``Content-Length``, so the peer knows where it ends).
+    It takes the options of the asyncio ``listen``, yields what it yields and
+    behaves the same; ``close()``, from any thread, stops it. The options are
+    checked by the call, before any connection: :class:`ValueError`.
     """
-    deadline = time.monotonic() + seconds
-    with contextlib.suppress(OSError):  # a timeout included
-        if not isinstance(sock, ssl.SSLSocket):
-            sock.shutdown(socket.SHUT_WR)
-        while (left := deadline - time.monotonic()) > 0:
-            sock.settimeout(left)
-            if not sock.recv(READ_SIZE):
-                return
-
-
-class Lingerer:
-    """One thread that lingers on refused sockets until each closes or its deadline passes.
-
-    So that refusing a flood of connections beyond ``max_connections``
-    costs one thread, not one per connection.
-    """
-
-    def __init__(self) -> None:
-        self._wakeup = Wakeup()
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._wakeup, selectors.EVENT_READ)
-        self._lock = threading.Lock()
-        self._added: list[tuple[socket.socket, float, _Refusal | None]] = []
-        self._deadlines: dict[socket.socket, float] = {}
-        #: The TLS sockets whose handshake is under way, and what to say once it is done.
-        self._handshaking: dict[socket.socket, _Refusal] = {}
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="diverge-linger", daemon=True)
-        self._thread.start()
-
-    def refuse(
-        self,
-        serving: ServingConnection,
-        sock: socket.socket,
-        seconds: float,
-        tls: ssl.SSLContext | None = None,
-        handshake_timeout: float = 0.0,
-    ) -> None:
-        """Write what ``serving`` says (a refusal: it fits in any socket buffer), then linger.
-
-        With ``tls``, the refusal is said inside TLS: the lingering thread
-        does the handshake first, without blocking, within
-        ``handshake_timeout`` seconds (a peer that does not complete it is
-        closed, like one that lingers too long).
-        """
-        if tls is None:
-            _say_refusal(serving, sock)
-            self.add(sock, seconds)
-            return
-        try:
-            secured = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-            secured.setblocking(False)
-        except OSError:
-            serving.connection_lost()
-            sock.close()
-            return
-        self._add(secured, time.monotonic() + handshake_timeout, (serving, seconds))
-
-    def add(self, sock: socket.socket, seconds: float) -> None:
-        """Half-close ``sock`` and linger on it for ``seconds`` at most, then close it."""
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_WR)
-        self._add(sock, time.monotonic() + seconds, None)
-
-    def _add(self, sock: socket.socket, deadline: float, refusal: _Refusal | None) -> None:
-        with self._lock:
-            if self._closed:
-                if refusal is not None:
-                    refusal[0].connection_lost()
-                sock.close()
-                return
-            self._added.append((sock, deadline, refusal))
-        self._wakeup.set()
-
-    def close(self) -> None:
-        """Close every socket still lingered on, and stop the thread."""
-        with self._lock:
-            self._closed = True
-        self._wakeup.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        deadlines = self._deadlines
-        try:
-            while True:
-                with self._lock:
-                    if self._closed:
-                        return
-                    added, self._added = self._added, []
-                for sock, deadline, refusal in added:
-                    if len(deadlines) >= _MAX_LINGERING:
-                        self._drop(next(iter(deadlines)))
-                    sock.setblocking(False)
-                    self._selector.register(sock, selectors.EVENT_READ)
-                    deadlines[sock] = deadline
-                    if refusal is not None:
-                        self._handshaking[sock] = refusal
-                now = time.monotonic()
-                for sock in [sock for sock, deadline in deadlines.items() if deadline <= now]:
-                    self._drop(sock)
-                timeout = min(deadlines.values(), default=now + 1.0) - now
-                for key, _ in self._selector.select(max(0.0, timeout)):
-                    if key.fileobj is self._wakeup:
-                        self._wakeup.clear()
-                        continue
-                    peer = key.fileobj
-                    assert isinstance(peer, socket.socket)
-                    if peer in self._handshaking:
-                        self._shake_hands(peer)
-                        continue
-                    try:
-                        if peer.recv(READ_SIZE):
-                            continue  # discarded
-                    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                        continue  # nothing yet, or only part of a TLS record
-                    except OSError:
-                        pass
-                    self._drop(peer)  # the peer closed: it has read its answer
-        finally:
-            for sock in list(deadlines):
-                self._drop(sock)
-            self._selector.close()
-            self._wakeup.close()
-
-    def _shake_hands(self, peer: socket.socket) -> None:
-        """Go on with ``peer``'s TLS handshake; once done, say the refusal and linger."""
-        assert isinstance(peer, ssl.SSLSocket)
-        try:
-            peer.do_handshake()
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return  # the rest of the peer's handshake is yet to come
-        except OSError:
-            self._drop(peer)
-            return
-        serving, seconds = self._handshaking.pop(peer)
-        _say_refusal(serving, peer)  # then read and discarded, without a half-close (TLS has none)
-        self._deadlines[peer] = time.monotonic() + seconds
-
-    def _drop(self, sock: socket.socket) -> None:
-        self._deadlines.pop(sock, None)
-        refusal = self._handshaking.pop(sock, None)
-        if refusal is not None:
-            refusal[0].connection_lost()
-        with contextlib.suppress(KeyError, ValueError):
-            self._selector.unregister(sock)
-        sock.close()
-
-
-def _say_refusal(serving: ServingConnection, sock: socket.socket) -> None:
-    """Write what ``serving`` says, without blocking (a refusal is small), and end it."""
-    with contextlib.suppress(OSError):
-        sock.setblocking(False)
-        while type(action := serving.next_action(time.monotonic())) is Write:
-            sock.send(action.data)
-    serving.connection_lost()
+    return Listener(*listen_driver(url, **options))
 
 
 class Listener(ClosedOnExit, Iterator["Notification | Event"]):
@@ -364,12 +170,12 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
         try:
             while not stop.is_set():
                 action = driver.next_action(time.monotonic())
-                if type(action) is Deliver:
+                if type(action) is actions.Deliver:
                     for item in action.items:
                         if self._closed:
                             return
                         yield item
-                elif type(action) is Receive:
+                elif type(action) is actions.Receive:
                     assert sock is not None
                     try:
                         if sock.gettimeout() != action.timeout:
@@ -385,7 +191,7 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
                         if stop.is_set():
                             return  # close() shut the socket down: not the server's end
                         driver.data_received(time.monotonic(), data)
-                elif type(action) is Send:
+                elif type(action) is actions.Send:
                     assert sock is not None
                     try:
                         sock.sendall(action.data)
@@ -393,7 +199,7 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
                         if stop.is_set():
                             return
                         driver.connection_lost(time.monotonic(), describe_error(error))
-                elif type(action) is Connect:
+                elif type(action) is actions.Connect:
                     try:
                         sock = _tls.connect(action.host, action.port, action.timeout, self._tls)
                     except OSError as error:
@@ -403,9 +209,9 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
                         if stop.is_set():
                             return
                         driver.connected(time.monotonic())
-                elif type(action) is Sleep:
+                elif type(action) is actions.Sleep:
                     stop.wait(action.delay)
-                elif type(action) is Disconnect:
+                elif type(action) is actions.Disconnect:
                     self._set_socket(None)
                     sock = None
                 else:  # Stop
@@ -414,106 +220,33 @@ class Listener(ClosedOnExit, Iterator["Notification | Event"]):
             self._set_socket(None)
 
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-    from ._common import ListenOptions, ServeOptions
-
+# --- serve ----------------------------------------------------------------------------
 
 #: A blocking exchange handler: it returns the answer itself.
 BlockingExchangeHandler = Callable[[Ask], ExchangeResult]
+
+
+def serve(
+    hub: Hub,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    exchange_handler: BlockingExchangeHandler | None = None,
+    **options: Unpack[ServeOptions],
+) -> Server:
+    """Serve ``hub`` on ``host``:``port`` (0 picks a free port): ``with serve(hub) as server:``.
+
+    Returns the running :class:`Server`. The options are those of the asyncio
+    ``serve``, checked the same way; ``exchange_handler`` returns its answer
+    (it runs on the connection's thread).
+    """
+    return Server(hub, host, port, exchange_handler, options)
+
 
 #: Seconds the accepting thread waits after a failure to accept or to set a
 #: connection up (out of descriptors, out of threads), so that connections
 #: can end and give theirs back first.
 _ACCEPT_BACKOFF = 0.1
-
-
-def listen(url: str, **options: Unpack[ListenOptions]) -> Listener:
-    """Listen to the notifications of the server at ``url``: a blocking iterator.
-
-    It takes the options of the asyncio ``listen``, yields what it yields and
-    behaves the same; ``close()``, from any thread, stops it. The options are
-    checked by the call, before any connection: :class:`ValueError`.
-    """
-    return Listener(*listen_driver(url, **options))
-
-
-# --- the server ----------------------------------------------------------------
-
-
-class _Connection:
-    """One accepted connection, served by its own thread."""
-
-    def __init__(self, server: Server, sock: socket.socket, peer: str) -> None:
-        self._server = server
-        self.socket = sock
-        self.wakeup = Wakeup()  # OSError when out of descriptors: the caller closes sock
-        # Made when the connection is accepted: the ask's deadline starts now.
-        now = time.monotonic()
-        self.serving = server._serving(self.wakeup.set, now, peer, hub_lock=server.lock)
-        self.thread = threading.Thread(
-            target=self._run, name=f"diverge-serve-{sock.fileno()}", daemon=True
-        )
-
-    def _run(self) -> None:
-        serving = self.serving
-        sock = self.socket
-        settings = self._server._settings
-        selector: selectors.BaseSelector | None = None
-        shut_down = False
-        try:
-            # TLS on this thread: a slow handshake holds up no other peer.
-            server = self._server
-            sock = self.socket = _tls.secure_accepted(sock, server.tls, server.ask_timeout)
-            # Inside the try: out of descriptors, the connection is closed
-            # and forgotten like any other that fails.
-            selector = selectors.DefaultSelector()
-            selector.register(sock, selectors.EVENT_READ)
-            selector.register(self.wakeup, selectors.EVENT_READ)
-            reading = True
-            while True:
-                if self._server._closing and not shut_down:
-                    shut_down = True
-                    serving.shutdown()
-                action = serving.next_action(time.monotonic())
-                if type(action) is Write:
-                    if not sent(sock, action.data, settings.stall_timeout):
-                        serving.write_stalled(time.monotonic())
-                elif type(action) is WaitUntil:
-                    if reading and not action.wants_read:
-                        reading = False  # at end of file the socket stays readable
-                        selector.unregister(sock)
-                    at = action.deadline
-                    timeout = None if at is None else max(0.0, at - time.monotonic())
-                    for key, _ in selector.select(timeout):
-                        if key.fileobj is sock:
-                            data = _tls.receive_ready(sock, READ_SIZE)
-                            if data is not None:  # None: a TLS record is not whole yet
-                                serving.data_received(time.monotonic(), data)
-                        else:
-                            self.wakeup.clear()
-                elif type(action) is RunHandler:
-                    assert settings.exchange_handler is not None
-                    handler, timeout = settings.exchange_handler, settings.exchange_timeout
-                    call_exchange_handler(serving, handler, action.ask, timeout)
-                else:
-                    assert type(action) is Close
-                    close_as(sock, action)
-                    return
-        except OSError:
-            pass  # the peer went away, or close() gave up on it
-        finally:
-            serving.connection_lost()
-            if selector is not None:
-                selector.close()
-            sock.close()
-            self.wakeup.close()
-            self._server._forget(self)
-
-    def force_close(self) -> None:
-        with contextlib.suppress(OSError):
-            socket.socket.shutdown(self.socket, socket.SHUT_RDWR)  # not TLS's: from any thread
 
 
 class Server(ServerBase, ClosedOnExit):
@@ -661,27 +394,81 @@ class Server(ServerBase, ClosedOnExit):
             self._closed.set()
 
 
-def serve(
-    hub: Hub,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    exchange_handler: BlockingExchangeHandler | None = None,
-    **options: Unpack[ServeOptions],
-) -> Server:
-    """Serve ``hub`` on ``host``:``port`` (0 picks a free port): ``with serve(hub) as server:``.
+class _Connection:
+    """One accepted connection, served by its own thread."""
 
-    Returns the running :class:`Server`. The options are those of the asyncio
-    ``serve``, checked the same way; ``exchange_handler`` returns its answer
-    (it runs on the connection's thread).
-    """
-    return Server(hub, host, port, exchange_handler, options)
+    def __init__(self, server: Server, sock: socket.socket, peer: str) -> None:
+        self._server = server
+        self.socket = sock
+        self.wakeup = Wakeup()  # OSError when out of descriptors: the caller closes sock
+        # Made when the connection is accepted: the ask's deadline starts now.
+        now = time.monotonic()
+        self.serving = server._serving(self.wakeup.set, now, peer, hub_lock=server.lock)
+        self.thread = threading.Thread(
+            target=self._run, name=f"diverge-serve-{sock.fileno()}", daemon=True
+        )
+
+    def _run(self) -> None:
+        serving = self.serving
+        sock = self.socket
+        settings = self._server._settings
+        selector: selectors.BaseSelector | None = None
+        shut_down = False
+        try:
+            # TLS on this thread: a slow handshake holds up no other peer.
+            server = self._server
+            sock = self.socket = _tls.secure_accepted(sock, server.tls, server.ask_timeout)
+            # Inside the try: out of descriptors, the connection is closed
+            # and forgotten like any other that fails.
+            selector = selectors.DefaultSelector()
+            selector.register(sock, selectors.EVENT_READ)
+            selector.register(self.wakeup, selectors.EVENT_READ)
+            reading = True
+            while True:
+                if self._server._closing and not shut_down:
+                    shut_down = True
+                    serving.shutdown()
+                action = serving.next_action(time.monotonic())
+                if type(action) is actions.Write:
+                    if not sent(sock, action.data, settings.stall_timeout):
+                        serving.write_stalled(time.monotonic())
+                elif type(action) is actions.WaitUntil:
+                    if reading and not action.wants_read:
+                        reading = False  # at end of file the socket stays readable
+                        selector.unregister(sock)
+                    at = action.deadline
+                    timeout = None if at is None else max(0.0, at - time.monotonic())
+                    for key, _ in selector.select(timeout):
+                        if key.fileobj is sock:
+                            data = _tls.receive_ready(sock, READ_SIZE)
+                            if data is not None:  # None: a TLS record is not whole yet
+                                serving.data_received(time.monotonic(), data)
+                        else:
+                            self.wakeup.clear()
+                elif type(action) is actions.RunHandler:
+                    assert settings.exchange_handler is not None
+                    handler, timeout = settings.exchange_handler, settings.exchange_timeout
+                    call_exchange_handler(serving, handler, action.ask, timeout)
+                else:
+                    assert type(action) is actions.Close
+                    close_as(sock, action)
+                    return
+        except OSError:
+            pass  # the peer went away, or close() gave up on it
+        finally:
+            serving.connection_lost()
+            if selector is not None:
+                selector.close()
+            sock.close()
+            self.wakeup.close()
+            self._server._forget(self)
+
+    def force_close(self) -> None:
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(self.socket, socket.SHUT_RDWR)  # not TLS's: from any thread
 
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-    from ._proxy import ProxyOptions
+# --- the proxy ------------------------------------------------------------------------
 
 
 class ProxyClosed(RuntimeError):
@@ -844,3 +631,225 @@ class Notifications(ClosedOnExit, Iterator["Notification | Event"]):
             yield from runner
         finally:
             self._proxy._listened(runner)
+
+
+# --- socket helpers -------------------------------------------------------------------
+
+
+class Wakeup:
+    """A socket pair a selector can wait on, set from any thread."""
+
+    def __init__(self) -> None:
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+
+    def fileno(self) -> int:
+        return self._reader.fileno()
+
+    def set(self) -> None:
+        # A full pair already holds a wake-up; a closed one has nobody to wake.
+        with contextlib.suppress(OSError):
+            self._writer.send(b"\0")
+
+    def clear(self) -> None:
+        with contextlib.suppress(OSError):
+            while self._reader.recv(4096):
+                pass
+
+    def close(self) -> None:
+        self._reader.close()
+        self._writer.close()
+
+
+def sent(sock: socket.socket, data: bytes, stall_timeout: float) -> bool:
+    """Send all of ``data``; False if the peer took no byte for ``stall_timeout`` seconds."""
+    view = memoryview(data)
+    sock.settimeout(stall_timeout)  # for each send: a byte taken starts the wait again
+    try:
+        while view:
+            view = view[sock.send(view) :]
+    except TimeoutError:
+        return False
+    finally:
+        sock.settimeout(None)
+    return True
+
+
+def close_as(sock: socket.socket, close: actions.Close) -> None:
+    """Before ``sock`` is closed: make it a reset (``abort``), or linger (``linger`` seconds)."""
+    if close.abort:
+        reset_on_close(sock)
+    elif close.linger:
+        linger(sock, close.linger)
+
+
+def linger(sock: socket.socket, seconds: float) -> None:
+    """Half-close, then read and discard until the peer closes or ``seconds`` pass.
+
+    TLS has no half-close: inside it the socket is only read and discarded
+    (the refusal has a ``Content-Length``, so the peer knows where it ends).
+    """
+    deadline = time.monotonic() + seconds
+    with contextlib.suppress(OSError):  # a timeout included
+        if not isinstance(sock, ssl.SSLSocket):
+            sock.shutdown(socket.SHUT_WR)
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            if not sock.recv(READ_SIZE):
+                return
+
+
+#: Connections refused as busy that the lingering thread holds at most;
+#: beyond, the oldest is closed at once.
+_MAX_LINGERING = 1024
+
+#: A connection refused as busy whose TLS handshake is under way: its driver, the linger.
+_Refusal = tuple[ServingConnection, float]
+
+
+class Lingerer:
+    """One thread that lingers on refused sockets until each closes or its deadline passes.
+
+    So that refusing a flood of connections beyond ``max_connections``
+    costs one thread, not one per connection.
+    """
+
+    def __init__(self) -> None:
+        self._wakeup = Wakeup()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wakeup, selectors.EVENT_READ)
+        self._lock = threading.Lock()
+        self._added: list[tuple[socket.socket, float, _Refusal | None]] = []
+        self._deadlines: dict[socket.socket, float] = {}
+        #: The TLS sockets whose handshake is under way, and what to say once it is done.
+        self._handshaking: dict[socket.socket, _Refusal] = {}
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="diverge-linger", daemon=True)
+        self._thread.start()
+
+    def refuse(
+        self,
+        serving: ServingConnection,
+        sock: socket.socket,
+        seconds: float,
+        tls: ssl.SSLContext | None = None,
+        handshake_timeout: float = 0.0,
+    ) -> None:
+        """Write what ``serving`` says (a refusal: it fits in any socket buffer), then linger.
+
+        With ``tls``, the refusal is said inside TLS: the lingering thread
+        does the handshake first, without blocking, within
+        ``handshake_timeout`` seconds (a peer that does not complete it is
+        closed, like one that lingers too long).
+        """
+        if tls is None:
+            _say_refusal(serving, sock)
+            self.add(sock, seconds)
+            return
+        try:
+            secured = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            secured.setblocking(False)
+        except OSError:
+            serving.connection_lost()
+            sock.close()
+            return
+        self._add(secured, time.monotonic() + handshake_timeout, (serving, seconds))
+
+    def add(self, sock: socket.socket, seconds: float) -> None:
+        """Half-close ``sock`` and linger on it for ``seconds`` at most, then close it."""
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+        self._add(sock, time.monotonic() + seconds, None)
+
+    def _add(self, sock: socket.socket, deadline: float, refusal: _Refusal | None) -> None:
+        with self._lock:
+            if self._closed:
+                if refusal is not None:
+                    refusal[0].connection_lost()
+                sock.close()
+                return
+            self._added.append((sock, deadline, refusal))
+        self._wakeup.set()
+
+    def close(self) -> None:
+        """Close every socket still lingered on, and stop the thread."""
+        with self._lock:
+            self._closed = True
+        self._wakeup.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        deadlines = self._deadlines
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        return
+                    added, self._added = self._added, []
+                for sock, deadline, refusal in added:
+                    if len(deadlines) >= _MAX_LINGERING:
+                        self._drop(next(iter(deadlines)))
+                    sock.setblocking(False)
+                    self._selector.register(sock, selectors.EVENT_READ)
+                    deadlines[sock] = deadline
+                    if refusal is not None:
+                        self._handshaking[sock] = refusal
+                now = time.monotonic()
+                for sock in [sock for sock, deadline in deadlines.items() if deadline <= now]:
+                    self._drop(sock)
+                timeout = min(deadlines.values(), default=now + 1.0) - now
+                for key, _ in self._selector.select(max(0.0, timeout)):
+                    if key.fileobj is self._wakeup:
+                        self._wakeup.clear()
+                        continue
+                    peer = key.fileobj
+                    assert isinstance(peer, socket.socket)
+                    if peer in self._handshaking:
+                        self._shake_hands(peer)
+                        continue
+                    try:
+                        if peer.recv(READ_SIZE):
+                            continue  # discarded
+                    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                        continue  # nothing yet, or only part of a TLS record
+                    except OSError:
+                        pass
+                    self._drop(peer)  # the peer closed: it has read its answer
+        finally:
+            for sock in list(deadlines):
+                self._drop(sock)
+            self._selector.close()
+            self._wakeup.close()
+
+    def _shake_hands(self, peer: socket.socket) -> None:
+        """Go on with ``peer``'s TLS handshake; once done, say the refusal and linger."""
+        assert isinstance(peer, ssl.SSLSocket)
+        try:
+            peer.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return  # the rest of the peer's handshake is yet to come
+        except OSError:
+            self._drop(peer)
+            return
+        serving, seconds = self._handshaking.pop(peer)
+        _say_refusal(serving, peer)  # then read and discarded, without a half-close (TLS has none)
+        self._deadlines[peer] = time.monotonic() + seconds
+
+    def _drop(self, sock: socket.socket) -> None:
+        self._deadlines.pop(sock, None)
+        refusal = self._handshaking.pop(sock, None)
+        if refusal is not None:
+            refusal[0].connection_lost()
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(sock)
+        sock.close()
+
+
+def _say_refusal(serving: ServingConnection, sock: socket.socket) -> None:
+    """Write what ``serving`` says, without blocking (a refusal is small), and end it."""
+    with contextlib.suppress(OSError):
+        sock.setblocking(False)
+        while type(action := serving.next_action(time.monotonic())) is actions.Write:
+            sock.send(action.data)
+    serving.connection_lost()

@@ -1,13 +1,26 @@
-"""The trio adapter: :func:`listen` and :func:`serve` (needs the ``trio`` extra).
+"""The trio adapter: :func:`listen`, :func:`serve` and :class:`Proxy` (needs the ``trio`` extra).
 
-Both are loops that perform the actions of the sans-IO drivers
-(:mod:`diverge_notifications.sansio.listening` and
-:mod:`~diverge_notifications.sansio.serving`), which take every decision;
-this module moves bytes and owns trio's clock. Importing
+The trio counterparts of :mod:`.asyncio`'s, with the same options and
+behaviour: :func:`listen` asks for notifications, asks again with backoff
+and jitter and yields what arrives; :func:`serve` runs a :class:`Server` of
+a hub while an ``async with`` block runs; :class:`Proxy` makes the
+exchanges of kinds 0-3 and reads the notifications they unlock, raising
+:class:`ExchangeError` and :class:`ExchangeFailed` (re-exported here).
+
+All three are loops that perform the actions of the sans-IO drivers
+(:mod:`diverge_notifications.sansio.drivers.listen`,
+:mod:`~diverge_notifications.sansio.drivers.serve` and
+:mod:`~diverge_notifications.sansio.drivers.proxy`), which take every
+decision; this module moves bytes and owns trio's clock. Importing
 :mod:`diverge_notifications` does not import this module or trio.
 
 The hub is not thread-safe: publish from the trio thread (``hub.publish`` or
 :meth:`Server.publish`); from another, ``trio.from_thread.run_sync(hub.publish, item)``.
+
+The module reads top-down: the listener's loop, the server and its
+connections, the proxy, then the trio helpers they share: TLS on trio
+streams (:func:`connect`, :func:`secure_accepted`), sending with a stall
+deadline, lingering after a refusal and the exchange handler's deadline.
 """
 
 from __future__ import annotations
@@ -21,20 +34,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..sansio.drivers.actions import (
-    ClientDriver,
-    Close,
-    Connect,
-    Deliver,
-    Disconnect,
-    ExchangeHandler,
-    Receive,
-    RunHandler,
-    Send,
-    Sleep,
-    WaitUntil,
-    Write,
-)
+from ..sansio.drivers import actions
+from ..sansio.drivers.actions import ClientDriver, ExchangeHandler
 from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed
 from ..sansio.drivers.serve import ServingConnection
 from ..sansio.drivers.settings import ServeSettings
@@ -42,7 +43,6 @@ from ..sansio.events import Event
 from ..sansio.mcp.model import Notification
 from ..sansio.server.hub import Hub
 from ..sansio.wire.asks import Ask
-from . import trio as _trio_tls
 from ._common import (
     READ_SIZE,
     AsyncServerBase,
@@ -56,124 +56,23 @@ from ._common import (
 )
 from ._proxy import AsyncProxy
 
-__all__ = [
-    "STREAM_ERRORS",
-    "ExchangeError",
-    "ExchangeFailed",
-    "Proxy",
-    "Server",
-    "answer_within",
-    "close_as",
-    "connect",
-    "linger",
-    "listen",
-    "secure_accepted",
-    "sent",
-    "serve",
-]
-
-
-#: What a broken or closed stream raises.
-STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
-#: Bytes sent at a time: a peer that takes none of a piece for stall_timeout is stalled.
-_PIECE = 64 * 1024
-
-
-async def sent(stream: trio.abc.Stream, data: bytes, stall_timeout: float) -> bool:
-    """Send ``data``; False if the peer took none of a piece of it for ``stall_timeout`` seconds.
-
-    Progress is seen a piece (``_PIECE`` bytes) at a time.
-    """
-    view = memoryview(data)
-    for start in range(0, len(view), _PIECE):
-        with trio.move_on_after(stall_timeout):
-            await stream.send_all(view[start : start + _PIECE])
-            continue
-        return False
-    return True
-
-
-def _socket(stream: trio.abc.Stream) -> object:
-    """The socket under ``stream``, inside TLS or not (``None`` if it has none)."""
-    while isinstance(stream, trio.SSLStream):
-        stream = stream.transport_stream
-    return getattr(stream, "socket", None)
-
-
-async def close_as(stream: trio.abc.Stream, close: Close) -> None:
-    """Before ``stream`` is closed: make it a reset (``abort``), or linger (``linger`` seconds)."""
-    if close.abort:
-        reset_on_close(_socket(stream))
-    elif close.linger:
-        await linger(stream, close.linger)
-
-
-async def linger(stream: trio.abc.Stream, seconds: float) -> None:
-    """Half-close, then read and discard until the peer closes or ``seconds`` pass.
-
-    TLS has no half-close: inside it the stream is only read and discarded
-    (the refusal has a ``Content-Length``, so the peer knows where it ends).
-    """
-    with trio.move_on_after(seconds), contextlib.suppress(*STREAM_ERRORS):
-        if isinstance(stream, trio.abc.HalfCloseableStream):
-            await stream.send_eof()
-        while await stream.receive_some(READ_SIZE):
-            pass  # discarded: the peer reads its refusal, not a reset
-
-
-async def answer_within(
-    serving: ServingConnection, settings: ServeSettings[ExchangeHandler], ask: Ask
-) -> None:
-    """Perform ``RunHandler(ask)``, cancelling the handler past ``exchange_timeout``."""
-    assert settings.exchange_handler is not None
-    with trio.move_on_after(settings.exchange_timeout) as scope:
-        await run_exchange_handler(serving, settings.exchange_handler, ask)
-    if scope.cancelled_caught:
-        handler_timed_out(serving, ask, settings.exchange_timeout)
-
-
-async def connect(host: str, port: int, context: ssl.SSLContext | None) -> trio.abc.Stream:
-    """A connection to ``host``:``port``, inside TLS (verified for ``host``) with ``context``.
-
-    The caller bounds the time it takes; a stream whose handshake fails is
-    closed. Raises ``OSError`` or ``trio.BrokenResourceError`` (caused by
-    the :class:`ssl.SSLError`).
-    """
-    stream = await trio.open_tcp_stream(host, port)
-    if context is None:
-        return stream
-    # https_compatible: a peer may end without a TLS close, as HTTP servers do.
-    secured = trio.SSLStream(stream, context, server_hostname=host, https_compatible=True)
-    try:
-        await secured.do_handshake()
-    except BaseException:
-        await trio.aclose_forcefully(secured)
-        raise
-    return secured
-
-
-async def secure_accepted(stream: trio.abc.Stream, server: ServerBase) -> trio.abc.Stream | None:
-    """``stream`` inside the TLS of ``server``, or as it is if the server has none.
-
-    ``None`` if the handshake fails or takes longer than the server's
-    ``ask_timeout``: the caller closes the connection.
-    """
-    if server.tls is None:
-        return stream
-    secured = trio.SSLStream(stream, server.tls, server_side=True, https_compatible=True)
-    with trio.move_on_after(server.ask_timeout):
-        try:
-            await secured.do_handshake()
-        except STREAM_ERRORS:
-            return None
-        return secured
-    return None
-
-
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._common import ListenOptions, ServeOptions
+    from ._proxy import ProxyOptions
+
+__all__ = [
+    "ExchangeError",
+    "ExchangeFailed",
+    "Proxy",
+    "Server",
+    "listen",
+    "serve",
+]
+
+
+# --- listen ---------------------------------------------------------------------------
 
 
 def listen(
@@ -198,10 +97,10 @@ async def _listen(
     try:
         while True:
             action = driver.next_action(trio.current_time())
-            if type(action) is Deliver:
+            if type(action) is actions.Deliver:
                 for item in action.items:
                     yield item
-            elif type(action) is Receive:
+            elif type(action) is actions.Receive:
                 assert stream is not None
                 data: bytes | None = None
                 failure: BaseException | None = None
@@ -216,24 +115,24 @@ async def _listen(
                     driver.timed_out(trio.current_time())
                 else:
                     driver.data_received(trio.current_time(), data)
-            elif type(action) is Send:
+            elif type(action) is actions.Send:
                 assert stream is not None
                 try:
                     await stream.send_all(action.data)
                 except STREAM_ERRORS as error:
                     driver.connection_lost(trio.current_time(), describe_error(error))
-            elif type(action) is Connect:
+            elif type(action) is actions.Connect:
                 try:
                     with trio.fail_after(action.timeout):  # the TLS handshake included
-                        stream = await _trio_tls.connect(action.host, action.port, tls)
+                        stream = await connect(action.host, action.port, tls)
                 except (*STREAM_ERRORS, trio.TooSlowError) as error:
                     reason = "timed out" if isinstance(error, trio.TooSlowError) else None
                     driver.connect_failed(trio.current_time(), reason or describe_error(error))
                 else:
                     driver.connected(trio.current_time())
-            elif type(action) is Sleep:
+            elif type(action) is actions.Sleep:
                 await trio.sleep(action.delay)
-            elif type(action) is Disconnect:
+            elif type(action) is actions.Disconnect:
                 if stream is not None:
                     await trio.aclose_forcefully(stream)
                 stream = None
@@ -244,80 +143,41 @@ async def _listen(
             await trio.aclose_forcefully(stream)
 
 
-# --- the server ----------------------------------------------------------------
+# --- serve ----------------------------------------------------------------------------
 
 
-class _Connection:
-    """One accepted connection: a reader task, and a loop performing the driver's actions."""
+@asynccontextmanager
+async def serve(
+    hub: Hub,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    exchange_handler: ExchangeHandler | None = None,
+    **options: Unpack[ServeOptions],
+) -> AsyncIterator[Server]:
+    """Serve ``hub`` on ``host``:``port`` while the ``async with`` block runs.
 
-    def __init__(self, server: Server, stream: trio.abc.Stream) -> None:
-        self._server = server
-        self._stream = stream
-        # Made when the connection is accepted: the ask's deadline starts now.
-        peer = accepted(getattr(stream, "socket", None), server._settings)
-        # The event is replaced before each action: the wake-up sets the current one.
-        self.serving = server._serving(lambda: self._ready.set(), trio.current_time(), peer)
-        self._ready = trio.Event()
-        self.finished = trio.Event()
-        self.cancel_scope = trio.CancelScope()
-
-    def shutdown(self) -> None:
-        """The server is closing: end the path cleanly."""
-        self.serving.shutdown()
-        self._ready.set()
-
-    async def run(self) -> None:
+    ``async with serve(hub) as server:`` starts it; leaving the block ends
+    every open path cleanly and closes (see :meth:`Server.close`). The
+    options are those of the asyncio ``serve``, and are checked the same
+    way: a bad ``token`` or option raises :class:`ValueError` when the
+    block is entered, before anything listens.
+    """
+    server = Server(hub, exchange_handler, options)
+    backlog = server._settings.backlog
+    server._listeners = await trio.open_tcp_listeners(port, host=host, backlog=backlog)
+    name = server._listeners[0].socket.getsockname()
+    server.host = str(name[0])
+    server.port = int(name[1])
+    async with trio.open_nursery() as nursery:
+        for listener in server._listeners:
+            nursery.start_soon(server._accept, listener, nursery)
         try:
-            with self.cancel_scope:
-                if (secured := await _trio_tls.secure_accepted(self._stream, self._server)) is None:
-                    return  # the TLS handshake failed, or took longer than the ask may
-                self._stream = secured
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._read)
-                    await self._serve()
-                    nursery.cancel_scope.cancel()
+            yield server
         finally:
-            self.serving.connection_lost()
-            self._server._connections.discard(self)
-            await trio.aclose_forcefully(self._stream)
-            self.finished.set()
-
-    async def _read(self) -> None:
-        serving = self.serving
-        try:
-            while serving.wants_read:
-                data = bytes(await self._stream.receive_some(READ_SIZE))
-                serving.data_received(trio.current_time(), data)
-                self._ready.set()
-        except STREAM_ERRORS:
-            serving.connection_lost()
-            self._ready.set()
-
-    async def _serve(self) -> None:
-        serving = self.serving
-        stream = self._stream
-        settings = self._server._settings
-        while True:
-            # A fresh event before the next action: whatever is published
-            # from here on sets it, and whatever came before is taken now.
-            self._ready = trio.Event()
-            action = serving.next_action(trio.current_time())
-            if type(action) is Write:
-                try:
-                    if not await sent(stream, action.data, settings.stall_timeout):
-                        serving.write_stalled(trio.current_time())
-                except STREAM_ERRORS:
-                    serving.connection_lost()
-            elif type(action) is WaitUntil:
-                deadline = action.deadline
-                with trio.move_on_at(math.inf if deadline is None else deadline):
-                    await self._ready.wait()
-            elif type(action) is RunHandler:
-                await answer_within(serving, settings, action.ask)
-            else:
-                assert type(action) is Close
-                await close_as(stream, action)
-                return
+            # Bounded by close_timeout, so shielding cannot hang a cancellation.
+            with trio.CancelScope(shield=True):
+                await server.close()
 
 
 class Server(AsyncServerBase):
@@ -392,44 +252,80 @@ class Server(AsyncServerBase):
                 self._closed.set()
 
 
-@asynccontextmanager
-async def serve(
-    hub: Hub,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    exchange_handler: ExchangeHandler | None = None,
-    **options: Unpack[ServeOptions],
-) -> AsyncIterator[Server]:
-    """Serve ``hub`` on ``host``:``port`` while the ``async with`` block runs.
+class _Connection:
+    """One accepted connection: a reader task, and a loop performing the driver's actions."""
 
-    ``async with serve(hub) as server:`` starts it; leaving the block ends
-    every open path cleanly and closes (see :meth:`Server.close`). The
-    options are those of the asyncio ``serve``, and are checked the same
-    way: a bad ``token`` or option raises :class:`ValueError` when the
-    block is entered, before anything listens.
-    """
-    server = Server(hub, exchange_handler, options)
-    backlog = server._settings.backlog
-    server._listeners = await trio.open_tcp_listeners(port, host=host, backlog=backlog)
-    name = server._listeners[0].socket.getsockname()
-    server.host = str(name[0])
-    server.port = int(name[1])
-    async with trio.open_nursery() as nursery:
-        for listener in server._listeners:
-            nursery.start_soon(server._accept, listener, nursery)
+    def __init__(self, server: Server, stream: trio.abc.Stream) -> None:
+        self._server = server
+        self._stream = stream
+        # Made when the connection is accepted: the ask's deadline starts now.
+        peer = accepted(getattr(stream, "socket", None), server._settings)
+        # The event is replaced before each action: the wake-up sets the current one.
+        self.serving = server._serving(lambda: self._ready.set(), trio.current_time(), peer)
+        self._ready = trio.Event()
+        self.finished = trio.Event()
+        self.cancel_scope = trio.CancelScope()
+
+    def shutdown(self) -> None:
+        """The server is closing: end the path cleanly."""
+        self.serving.shutdown()
+        self._ready.set()
+
+    async def run(self) -> None:
         try:
-            yield server
+            with self.cancel_scope:
+                if (secured := await secure_accepted(self._stream, self._server)) is None:
+                    return  # the TLS handshake failed, or took longer than the ask may
+                self._stream = secured
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._read)
+                    await self._serve()
+                    nursery.cancel_scope.cancel()
         finally:
-            # Bounded by close_timeout, so shielding cannot hang a cancellation.
-            with trio.CancelScope(shield=True):
-                await server.close()
+            self.serving.connection_lost()
+            self._server._connections.discard(self)
+            await trio.aclose_forcefully(self._stream)
+            self.finished.set()
+
+    async def _read(self) -> None:
+        serving = self.serving
+        try:
+            while serving.wants_read:
+                data = bytes(await self._stream.receive_some(READ_SIZE))
+                serving.data_received(trio.current_time(), data)
+                self._ready.set()
+        except STREAM_ERRORS:
+            serving.connection_lost()
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        serving = self.serving
+        stream = self._stream
+        settings = self._server._settings
+        while True:
+            # A fresh event before the next action: whatever is published
+            # from here on sets it, and whatever came before is taken now.
+            self._ready = trio.Event()
+            action = serving.next_action(trio.current_time())
+            if type(action) is actions.Write:
+                try:
+                    if not await sent(stream, action.data, settings.stall_timeout):
+                        serving.write_stalled(trio.current_time())
+                except STREAM_ERRORS:
+                    serving.connection_lost()
+            elif type(action) is actions.WaitUntil:
+                deadline = action.deadline
+                with trio.move_on_at(math.inf if deadline is None else deadline):
+                    await self._ready.wait()
+            elif type(action) is actions.RunHandler:
+                await answer_within(serving, settings, action.ask)
+            else:
+                assert type(action) is actions.Close
+                await close_as(stream, action)
+                return
 
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-    from ._proxy import ProxyOptions
+# --- the proxy ------------------------------------------------------------------------
 
 
 class Proxy(AsyncProxy):
@@ -448,3 +344,102 @@ class Proxy(AsyncProxy):
 
     def _now(self) -> float:
         return trio.current_time()
+
+
+# --- trio helpers ---------------------------------------------------------------------
+
+#: What a broken or closed stream raises.
+STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+#: Bytes sent at a time: a peer that takes none of a piece for stall_timeout is stalled.
+_PIECE = 64 * 1024
+
+
+async def connect(host: str, port: int, context: ssl.SSLContext | None) -> trio.abc.Stream:
+    """A connection to ``host``:``port``, inside TLS (verified for ``host``) with ``context``.
+
+    The caller bounds the time it takes; a stream whose handshake fails is
+    closed. Raises ``OSError`` or ``trio.BrokenResourceError`` (caused by
+    the :class:`ssl.SSLError`).
+    """
+    stream = await trio.open_tcp_stream(host, port)
+    if context is None:
+        return stream
+    # https_compatible: a peer may end without a TLS close, as HTTP servers do.
+    secured = trio.SSLStream(stream, context, server_hostname=host, https_compatible=True)
+    try:
+        await secured.do_handshake()
+    except BaseException:
+        await trio.aclose_forcefully(secured)
+        raise
+    return secured
+
+
+async def secure_accepted(stream: trio.abc.Stream, server: ServerBase) -> trio.abc.Stream | None:
+    """``stream`` inside the TLS of ``server``, or as it is if the server has none.
+
+    ``None`` if the handshake fails or takes longer than the server's
+    ``ask_timeout``: the caller closes the connection.
+    """
+    if server.tls is None:
+        return stream
+    secured = trio.SSLStream(stream, server.tls, server_side=True, https_compatible=True)
+    with trio.move_on_after(server.ask_timeout):
+        try:
+            await secured.do_handshake()
+        except STREAM_ERRORS:
+            return None
+        return secured
+    return None
+
+
+async def sent(stream: trio.abc.Stream, data: bytes, stall_timeout: float) -> bool:
+    """Send ``data``; False if the peer took none of a piece of it for ``stall_timeout`` seconds.
+
+    Progress is seen a piece (``_PIECE`` bytes) at a time.
+    """
+    view = memoryview(data)
+    for start in range(0, len(view), _PIECE):
+        with trio.move_on_after(stall_timeout):
+            await stream.send_all(view[start : start + _PIECE])
+            continue
+        return False
+    return True
+
+
+def _socket(stream: trio.abc.Stream) -> object:
+    """The socket under ``stream``, inside TLS or not (``None`` if it has none)."""
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    return getattr(stream, "socket", None)
+
+
+async def close_as(stream: trio.abc.Stream, close: actions.Close) -> None:
+    """Before ``stream`` is closed: make it a reset (``abort``), or linger (``linger`` seconds)."""
+    if close.abort:
+        reset_on_close(_socket(stream))
+    elif close.linger:
+        await linger(stream, close.linger)
+
+
+async def linger(stream: trio.abc.Stream, seconds: float) -> None:
+    """Half-close, then read and discard until the peer closes or ``seconds`` pass.
+
+    TLS has no half-close: inside it the stream is only read and discarded
+    (the refusal has a ``Content-Length``, so the peer knows where it ends).
+    """
+    with trio.move_on_after(seconds), contextlib.suppress(*STREAM_ERRORS):
+        if isinstance(stream, trio.abc.HalfCloseableStream):
+            await stream.send_eof()
+        while await stream.receive_some(READ_SIZE):
+            pass  # discarded: the peer reads its refusal, not a reset
+
+
+async def answer_within(
+    serving: ServingConnection, settings: ServeSettings[ExchangeHandler], ask: Ask
+) -> None:
+    """Perform ``RunHandler(ask)``, cancelling the handler past ``exchange_timeout``."""
+    assert settings.exchange_handler is not None
+    with trio.move_on_after(settings.exchange_timeout) as scope:
+        await run_exchange_handler(serving, settings.exchange_handler, ask)
+    if scope.cancelled_caught:
+        handler_timed_out(serving, ask, settings.exchange_timeout)

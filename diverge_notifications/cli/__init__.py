@@ -18,9 +18,8 @@ could be made; 2 for a usage error, for every command.
 One module per concern: :mod:`.parser` (the arguments), :mod:`.output`
 (event records, notification lines, the standard streams), :mod:`.running`
 (exit statuses, signals), one module per command (:mod:`.listen`,
-:mod:`.serve` with :mod:`.relay`, :mod:`.ask`, :mod:`.demo` with
-:mod:`.demo_parts` and :mod:`.demo_mcp`) and :mod:`.terminal` (the human
-view).
+:mod:`.serve` with :mod:`.relay` and :mod:`.cluster` (``serve --redis``),
+:mod:`.ask`, :mod:`.demo`) and :mod:`.terminal` (the human view).
 """
 
 from __future__ import annotations

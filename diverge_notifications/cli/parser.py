@@ -404,7 +404,7 @@ def check_listen_url(url: str) -> str:
 def check_plaintext_token(url: str, token: str | None, *, allowed: bool) -> None:
     """Refuse, as the listener would, a token in cleartext to a host that is not loopback.
 
-    The listener's own rule (:func:`~..sansio.urls.check_token_transport`),
+    The listener's own rule (:func:`~..sansio.client.urls.check_token_transport`),
     said with the option that lifts it, ``--allow-plaintext-token``. Raises
     ``ValueError``.
     """

@@ -13,19 +13,6 @@ import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
 
-__all__ = [
-    "EXIT_BROKEN",
-    "EXIT_ERRORED",
-    "EXIT_NO_CONNECTION",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "PROG",
-    "UsageError",
-    "aclose",
-    "mcp_available",
-    "on_signals",
-]
-
 #: ``listen --once`` ended with ``StreamEnded`` or ``NotServed``; ``serve`` shut down cleanly.
 EXIT_OK: Final = 0
 #: No connection could be made (or the listener gave up), or ``serve`` could not run.

@@ -63,21 +63,7 @@ from typing import IO, Any, Final
 
 import attrs
 
-from ..sansio import (
-    Event,
-    LogLevel,
-    MessageRejected,
-    Notification,
-    NotificationKind,
-    NotificationReceived,
-    NotServed,
-    ReaskNeeded,
-    StreamBroken,
-    StreamEnded,
-    StreamErrored,
-    StreamOpened,
-)
-from ..sansio.events import AttemptsExhausted
+from ..sansio import Event, LogLevel, Notification, NotificationKind, events
 from ..sansio.mcp.json import dumps
 from ..sansio.mcp.model import (
     Cancelled,
@@ -139,7 +125,14 @@ _FALLBACK_SIZE: Final = (80, 24)
 
 #: The events after which no bar is live: those that end a path, and a new
 #: path (in case the end of the last one was missed).
-_BARS_END: Final = (StreamEnded, StreamErrored, StreamBroken, NotServed, ReaskNeeded, StreamOpened)
+_BARS_END: Final = (
+    events.StreamEnded,
+    events.StreamErrored,
+    events.StreamBroken,
+    events.NotServed,
+    events.ReaskNeeded,
+    events.StreamOpened,
+)
 
 _SHORT_ESCAPES: Final = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"}
 
@@ -508,29 +501,29 @@ class HumanView:
         """
         if isinstance(event, _BARS_END):
             self._finish_bars()
-        if isinstance(event, NotificationReceived):
+        if isinstance(event, events.NotificationReceived):
             self.notification(event.notification)
-        elif isinstance(event, StreamOpened):
+        elif isinstance(event, events.StreamOpened):
             self._note(f"{self.glyph('arrow')} listening on channel {self._field(event.channel)}")
-        elif isinstance(event, StreamEnded):
+        elif isinstance(event, events.StreamEnded):
             self._note(f"{self.glyph('ok')} the path ended cleanly")
-        elif isinstance(event, StreamBroken):
+        elif isinstance(event, events.StreamBroken):
             self._trouble(f"{self.glyph('cut')} the path broke: {self._field(event.reason)}")
-        elif isinstance(event, StreamErrored):
+        elif isinstance(event, events.StreamErrored):
             error = event.error
             message = self._field(error.message)
             self._trouble(f"{self.glyph('cut')} server error {error.code}: {message}", "31")
-        elif isinstance(event, NotServed):
+        elif isinstance(event, events.NotServed):
             status = f" ({event.status})" if event.status is not None else ""
             text = f"{self.glyph('cut')} not served{status}: {self._field(event.reason)}"
             if event.status is None or 200 <= event.status < 300:
                 self._note(text)  # a clean end with nothing: the re-ask follows
             else:
                 self._trouble(text)  # refused: the wrong token, path...
-        elif isinstance(event, MessageRejected):
+        elif isinstance(event, events.MessageRejected):
             detail = self._field(event.error.detail)
             self._note(f"{self.glyph('cut')} a message was rejected: {detail}")
-        elif isinstance(event, AttemptsExhausted):
+        elif isinstance(event, events.AttemptsExhausted):
             self._note(f"{self.glyph('cut')} gave up after {event.attempts} attempts")
         else:
             self._other_event(event)

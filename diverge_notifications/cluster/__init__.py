@@ -13,6 +13,10 @@ has subscribed again. See ``docs/cluster.md``.
   ``hiredis`` is used when installed) and are imported on first use;
 * :class:`InMemoryBroker` on an :class:`InMemoryBus` plays the same part
   inside one process, for tests and examples.
+
+The options every broker has (its origin, its outbox, its envelopes) are a
+:class:`BrokerSettings`, given whole as ``settings=`` or field by field as
+keywords.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ._core import (
     DEFAULT_OUTBOX_SIZE,
     Broker,
     BrokerError,
+    BrokerSettings,
     BrokerStats,
     BrokerUnavailable,
     NotificationTooLarge,
@@ -47,6 +52,7 @@ __all__ = [
     "BlockingRedisBroker",
     "Broker",
     "BrokerError",
+    "BrokerSettings",
     "BrokerStats",
     "BrokerUnavailable",
     "InMemoryBroker",

@@ -21,7 +21,7 @@ import secrets
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 import attrs
@@ -39,25 +39,10 @@ from ..sansio.envelope import (
     encode_envelope,
     header_size,
 )
+from ..sansio.errors import NotificationTooLarge as _NotificationTooLarge
+from ..sansio.errors import check_positive_int
 from ..sansio.mcp.model import Notification
 from ..sansio.server.hub import Hub, as_notification
-
-__all__ = [
-    "DEFAULT_CHANNEL",
-    "DEFAULT_MAX_BATCH",
-    "DEFAULT_MAX_BATCH_BYTES",
-    "DEFAULT_OUTBOX_BYTES",
-    "DEFAULT_OUTBOX_SIZE",
-    "Broker",
-    "BrokerCore",
-    "BrokerError",
-    "BrokerStats",
-    "BrokerUnavailable",
-    "NotificationTooLarge",
-    "OutboxFull",
-    "new_origin",
-    "redact_url",
-]
 
 logger = logging.getLogger("diverge_notifications.cluster")
 
@@ -99,13 +84,96 @@ class OutboxFull(BrokerError):
         self.byte_limit = byte_limit
 
 
-class NotificationTooLarge(BrokerError, ValueError):
-    """The notification's JSON is larger than the envelope limit every replica applies."""
+class NotificationTooLarge(_NotificationTooLarge, BrokerError, ValueError):
+    """The notification's JSON is larger than the envelope limit every replica applies.
 
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"not published: a notification of {size} bytes is over {limit} bytes")
-        self.size = size
-        self.limit = limit
+    ``size`` is the size of its JSON, ``limit`` the ``max_notification_size``
+    of the broker's :class:`~diverge_notifications.sansio.envelope.EnvelopeLimits`.
+    A :class:`~diverge_notifications.sansio.errors.NotificationTooLarge`,
+    as :meth:`Hub.publish <diverge_notifications.sansio.Hub.publish>` raises,
+    and a :class:`BrokerError`.
+    """
+
+    @staticmethod
+    def _describe(size: int, limit: int) -> str:
+        return f"not published: a notification of {size} bytes is over {limit} bytes"
+
+
+def _origin_or_none(_instance: object, _attribute: object, value: str | None) -> None:
+    if value is not None:
+        check_origin(value)
+
+
+def _envelope_limits(_instance: object, _attribute: object, value: EnvelopeLimits) -> None:
+    if not isinstance(value, EnvelopeLimits):
+        raise TypeError(f"limits must be EnvelopeLimits, not {type(value).__name__}")
+
+
+def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    check_positive_int(attribute.name, value)
+
+
+@attrs.frozen(kw_only=True)
+class BrokerSettings:
+    """The options of every broker, checked once; a broker is made with them whole.
+
+    ``origin`` is the broker's origin id (``None``: fresh random hex for each
+    broker made with these settings). ``outbox_size`` and ``outbox_bytes``
+    bound what waits to be published; ``max_batch`` and ``max_batch_bytes``
+    bound one envelope sent, within ``limits``, which is what received
+    envelopes may hold (the same on every replica); ``max_origins`` is how
+    many publishers the gap counter follows. A value of the wrong type is a
+    :class:`TypeError`, a wrong value a :class:`ValueError`. The defaults
+    are in ``docs/cluster.md``.
+    """
+
+    origin: str | None = attrs.field(default=None, validator=_origin_or_none)
+    limits: EnvelopeLimits = attrs.field(default=DEFAULT_LIMITS, validator=_envelope_limits)
+    outbox_size: int = attrs.field(default=DEFAULT_OUTBOX_SIZE, validator=_positive_int)
+    outbox_bytes: int = attrs.field(default=DEFAULT_OUTBOX_BYTES, validator=_positive_int)
+    max_batch: int = attrs.field(default=DEFAULT_MAX_BATCH, validator=_positive_int)
+    max_batch_bytes: int = attrs.field(default=DEFAULT_MAX_BATCH_BYTES, validator=_positive_int)
+    max_origins: int = attrs.field(default=DEFAULT_MAX_ORIGINS, validator=_positive_int)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_batch > self.limits.max_items:
+            raise ValueError(f"max_batch ({self.max_batch}) is over limits.max_items")
+        if self.max_batch_bytes > self.limits.max_size:
+            raise ValueError(f"max_batch_bytes ({self.max_batch_bytes}) is over limits.max_size")
+
+
+class BrokerOptions(TypedDict, total=False):
+    """The fields of :class:`BrokerSettings`, as keyword arguments of the brokers."""
+
+    #: The broker's origin id (``None``: fresh random hex).
+    origin: str | None
+    #: What received envelopes may hold, the same on every replica.
+    limits: EnvelopeLimits
+    #: Notifications waiting to be published at most.
+    outbox_size: int
+    #: Bytes of notification JSON waiting to be published at most.
+    outbox_bytes: int
+    #: Notifications per envelope sent at most.
+    max_batch: int
+    #: Bytes per envelope sent at most (a larger notification goes alone).
+    max_batch_bytes: int
+    #: Origins the gap counter follows.
+    max_origins: int
+
+
+def broker_settings(settings: BrokerSettings | None, options: BrokerOptions) -> BrokerSettings:
+    """The settings of a broker made with ``settings=`` or with their fields as keywords.
+
+    ``options`` are :class:`BrokerSettings` fields, given one by one; with
+    ``settings`` too, :class:`TypeError`.
+    """
+    if settings is None:
+        return BrokerSettings(**options)
+    if not isinstance(settings, BrokerSettings):
+        raise TypeError(f"settings must be BrokerSettings, not {type(settings).__name__}")
+    if options:
+        raise TypeError(f"give settings or {', '.join(sorted(options))}, not both")
+    return settings
 
 
 @attrs.frozen(kw_only=True)
@@ -192,22 +260,15 @@ def _at_power_of_two(count: int) -> bool:
     return count & (count - 1) == 0
 
 
-def _check_size(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value!r}")
-    return value
-
-
 class BrokerCore:
     """The publishing and receiving rules of one broker, with no connection.
 
     ``description`` names the broker in every reason it gives (e.g. ``Redis
     broker redis://127.0.0.1:6379 channel 'diverge:notifications'``);
     ``on_ready`` is called (outside any lock) whenever the outbox takes a
-    notification, so that the driver's sender wakes up. Until
-    :meth:`connected` the hub is suspended.
+    notification, so that the driver's sender wakes up. ``settings`` are
+    the broker's options, checked already; ``hub_lock`` serialises the calls
+    into the hub. Until :meth:`connected` the hub is suspended.
     """
 
     def __init__(
@@ -215,38 +276,29 @@ class BrokerCore:
         hub: Hub,
         *,
         description: str,
-        origin: str | None = None,
-        limits: EnvelopeLimits = DEFAULT_LIMITS,
-        outbox_size: int = DEFAULT_OUTBOX_SIZE,
-        outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        max_origins: int = DEFAULT_MAX_ORIGINS,
+        settings: BrokerSettings,
         hub_lock: contextlib.AbstractContextManager[Any] | None = None,
         on_ready: Callable[[], None] | None = None,
     ) -> None:
         if not isinstance(hub, Hub):
             raise TypeError(f"hub must be a Hub, not {type(hub).__name__}")
-        if not isinstance(limits, EnvelopeLimits):
-            raise TypeError(f"limits must be EnvelopeLimits, not {type(limits).__name__}")
-        self.origin = new_origin() if origin is None else check_origin(origin)
+        if not isinstance(settings, BrokerSettings):
+            raise TypeError(f"settings must be BrokerSettings, not {type(settings).__name__}")
+        self.origin = new_origin() if settings.origin is None else settings.origin
         self.hub = hub
         self.description = description
-        self.limits = limits
-        self._outbox_size = _check_size("outbox_size", outbox_size)
-        self._outbox_byte_limit = _check_size("outbox_bytes", outbox_bytes)
-        self._max_batch = _check_size("max_batch", max_batch)
-        if max_batch > limits.max_items:
-            raise ValueError(f"max_batch ({max_batch}) is over limits.max_items")
-        self._max_batch_bytes = _check_size("max_batch_bytes", max_batch_bytes)
-        if max_batch_bytes > limits.max_size:
-            raise ValueError(f"max_batch_bytes ({max_batch_bytes}) is over limits.max_size")
+        self.settings = settings
+        self.limits = settings.limits
+        self._outbox_size = settings.outbox_size
+        self._outbox_byte_limit = settings.outbox_bytes
+        self._max_batch = settings.max_batch
+        self._max_batch_bytes = settings.max_batch_bytes
         self._hub_lock: contextlib.AbstractContextManager[Any] = (
             hub_lock if hub_lock is not None else contextlib.nullcontext()
         )
         self._on_ready = on_ready
         self._lock = threading.Lock()
-        self._gaps = GapCounter(max_origins=max_origins)
+        self._gaps = GapCounter(max_origins=settings.max_origins)
         self._outbox: deque[Notification] = deque()
         self._outbox_bytes = 0
         # The number the next notification taken gets; the outbox's first one

@@ -25,7 +25,7 @@ import random as random_module
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 try:
     import redis
@@ -39,24 +39,20 @@ except ImportError as error:  # pragma: no cover - the extra is installed in dev
     ) from error
 
 from ..sansio.client.policy import DEFAULT_BACKOFF, Backoff, ProxyPolicy
-from ..sansio.envelope import DEFAULT_LIMITS, DEFAULT_MAX_ORIGINS, EnvelopeLimits
+from ..sansio.errors import check_positive
 from ..sansio.events import RetryScheduled
 from ..sansio.server.hub import Hub
-from ._core import (
-    DEFAULT_CHANNEL,
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_OUTBOX_BYTES,
-    DEFAULT_OUTBOX_SIZE,
-    Broker,
-    BrokerCore,
-    redact_url,
-)
+from ._core import DEFAULT_CHANNEL, Broker, BrokerCore, BrokerSettings, broker_settings, redact_url
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._core import BrokerOptions
 
 __all__ = [
-    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_PING_INTERVAL",
     "DEFAULT_PUBLISH_TIMEOUT",
+    "DEFAULT_REDIS_CONNECT_TIMEOUT",
     "FAILURES",
     "Reconnects",
     "RedisBrokerBase",
@@ -68,8 +64,8 @@ __all__ = [
     "message_data",
 ]
 
-#: Seconds to connect and subscribe, by default.
-DEFAULT_CONNECT_TIMEOUT: Final = 5.0
+#: Seconds to connect to Redis and subscribe, by default.
+DEFAULT_REDIS_CONNECT_TIMEOUT: Final = 5.0
 #: Seconds a PUBLISH may take before the connection counts as lost, by default.
 DEFAULT_PUBLISH_TIMEOUT: Final = 5.0
 
@@ -118,8 +114,8 @@ def connection_factory(
     them; ``extra`` may not set them at all. TCP connections (``tcp_class``
     and its subclasses, TLS included) get TCP keep-alive unless ``extra``
     says otherwise. One connection is made here, so that options redis-py
-    refuses fail now and not in the broker's task. redis-py's connections
-    are typed loosely, hence ``Any``.
+    refuses fail now and not in the broker's task; it is the first one the
+    maker hands out. redis-py's connections are typed loosely, hence ``Any``.
     """
     options: dict[str, Any] = dict(extra or {})
     owned = sorted(set(options) & set(_OWNED))
@@ -142,9 +138,13 @@ def connection_factory(
         kwargs.setdefault("socket_keepalive", True)
         if kwargs["socket_keepalive"]:
             kwargs.setdefault("socket_keepalive_options", _KEEPALIVE)
-    factory: Callable[[], Any] = pool.make_connection
-    factory()
-    return factory
+    make: Callable[[], Any] = pool.make_connection
+    made = [make()]
+
+    def connection() -> Any:
+        return made.pop() if made else make()
+
+    return connection
 
 
 def description(url: str, channel: str) -> str:
@@ -188,7 +188,7 @@ class Reconnects:
     """When a broker connects again: the proxy's own policy, with its backoff and jitter.
 
     A connection that lost Redis, or an attempt that failed, is followed by
-    a delay drawn by :class:`~diverge_notifications.sansio.policy.ProxyPolicy`
+    a delay drawn by :class:`~diverge_notifications.sansio.client.policy.ProxyPolicy`
     (``backoff``, full jitter from ``random``). A connection counts as
     healthy, and resets the backoff, once it delivered a message or stayed
     subscribed for ``healthy_after`` seconds; so a Redis that accepts and
@@ -257,22 +257,22 @@ class RedisBrokerBase(Broker):
 
     ``hub_lock`` serialises the calls into the hub (the blocking server's
     ``lock``; an asyncio broker runs on its loop's thread and needs none).
-    ``origin`` is this broker's origin id (default: fresh random hex).
     ``backoff``, ``random`` (uniform in ``[0, 1)``, default
     :func:`random.random`) and ``healthy_after`` pace reconnecting (see
     :class:`Reconnects`). ``connect_timeout`` bounds connecting and
     subscribing, ``publish_timeout`` one PUBLISH; after ``ping_interval``
     seconds with nothing on the subscription the broker sends a PING, and
     after as long again with still nothing the connection counts as lost
-    (a Redis that hangs, or a peer gone without a word). ``outbox_size`` and
-    ``outbox_bytes`` bound what waits to be published; ``max_batch`` and
-    ``max_batch_bytes`` bound one envelope; ``limits`` is what received
-    envelopes may hold (the same on every replica); ``max_origins`` how many
-    publishers the gap counter follows. ``redis_options`` adds redis-py
-    connection options (``password=``, ``ssl_ca_certs=``, ...), though not
-    ``retry``, ``health_check_interval``, ``protocol`` or the socket
-    timeouts, which the broker sets even over the URL's query. Bad options raise
-    :class:`ValueError` or :class:`TypeError` here.
+    (a Redis that hangs, or a peer gone without a word). ``redis_options``
+    adds redis-py connection options (``password=``, ``ssl_ca_certs=``,
+    ...), though not ``retry``, ``health_check_interval``, ``protocol`` or
+    the socket timeouts, which the broker sets even over the URL's query.
+
+    The options every broker has (``origin``, ``limits``, the outbox's and
+    the envelopes' bounds, ``max_origins``: see
+    :class:`~._core.BrokerSettings`) are given whole as ``settings``, or
+    one by one as keywords. A bad option is a :class:`TypeError` (the
+    wrong type) or a :class:`ValueError` (a wrong value), raised here.
     """
 
     #: redis-py's connection pool, TCP connection and ``Retry`` of the flavour.
@@ -290,25 +290,24 @@ class RedisBrokerBase(Broker):
         channel: str = DEFAULT_CHANNEL,
         *,
         hub_lock: contextlib.AbstractContextManager[Any] | None = None,
-        origin: str | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         random: Callable[[], float] | None = None,
         healthy_after: float = 10.0,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        connect_timeout: float = DEFAULT_REDIS_CONNECT_TIMEOUT,
         publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
         ping_interval: float = DEFAULT_PING_INTERVAL,
-        limits: EnvelopeLimits = DEFAULT_LIMITS,
-        outbox_size: int = DEFAULT_OUTBOX_SIZE,
-        outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        max_origins: int = DEFAULT_MAX_ORIGINS,
         redis_options: Mapping[str, Any] | None = None,
+        settings: BrokerSettings | None = None,
+        **options: Unpack[BrokerOptions],
     ) -> None:
-        if not isinstance(channel, str) or not channel:
-            raise ValueError("channel must be a non-empty str")
-        if not connect_timeout > 0 or not publish_timeout > 0 or not ping_interval > 0:
-            raise ValueError("connect_timeout, publish_timeout and ping_interval must be positive")
+        if not isinstance(channel, str):
+            raise TypeError(f"channel must be a str, not {type(channel).__name__}")
+        if not channel:
+            raise ValueError("channel must not be empty")
+        check_positive("connect_timeout", connect_timeout)
+        check_positive("publish_timeout", publish_timeout)
+        check_positive("ping_interval", ping_interval)
+        checked = broker_settings(settings, options)
         self.channel = channel
         self._channel = channel.encode("utf-8")
         self._connect_timeout = connect_timeout
@@ -317,13 +316,7 @@ class RedisBrokerBase(Broker):
         self._core = BrokerCore(
             hub,
             description=description(url, channel),
-            origin=origin,
-            limits=limits,
-            outbox_size=outbox_size,
-            outbox_bytes=outbox_bytes,
-            max_batch=max_batch,
-            max_batch_bytes=max_batch_bytes,
-            max_origins=max_origins,
+            settings=checked,
             hub_lock=hub_lock,
             on_ready=self._wake_sender,
         )

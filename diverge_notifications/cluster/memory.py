@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..sansio.envelope import DEFAULT_LIMITS, DEFAULT_MAX_ORIGINS, EnvelopeLimits
 from ..sansio.server.hub import Hub
-from ._core import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_OUTBOX_BYTES,
-    DEFAULT_OUTBOX_SIZE,
-    Broker,
-    BrokerCore,
-)
+from ._core import Broker, BrokerCore, BrokerSettings, broker_settings
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._core import BrokerOptions
 
 __all__ = ["InMemoryBroker", "InMemoryBus"]
 
@@ -105,9 +102,10 @@ class InMemoryBus:
 class InMemoryBroker(Broker):
     """A broker on an :class:`InMemoryBus`: what it publishes reaches every hub on the bus.
 
-    The options are those of :class:`~diverge_notifications.cluster.RedisBroker`
-    that make sense without a connection. ``hub_lock`` serialises calls
-    into the hub (hold the blocking server's lock).
+    The options are those of every broker: a
+    :class:`~diverge_notifications.cluster.BrokerSettings` as ``settings``,
+    or its fields as keywords. ``hub_lock`` serialises calls into the hub
+    (hold the blocking server's lock).
     """
 
     def __init__(
@@ -115,26 +113,15 @@ class InMemoryBroker(Broker):
         hub: Hub,
         bus: InMemoryBus,
         *,
-        origin: str | None = None,
-        limits: EnvelopeLimits = DEFAULT_LIMITS,
-        outbox_size: int = DEFAULT_OUTBOX_SIZE,
-        outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        max_origins: int = DEFAULT_MAX_ORIGINS,
         hub_lock: contextlib.AbstractContextManager[Any] | None = None,
+        settings: BrokerSettings | None = None,
+        **options: Unpack[BrokerOptions],
     ) -> None:
         self.bus = bus
         self._core = BrokerCore(
             hub,
             description=f"broker {bus.name!r}",
-            origin=origin,
-            limits=limits,
-            outbox_size=outbox_size,
-            outbox_bytes=outbox_bytes,
-            max_batch=max_batch,
-            max_batch_bytes=max_batch_bytes,
-            max_origins=max_origins,
+            settings=broker_settings(settings, options),
             hub_lock=hub_lock,
         )
         self._closed = False

@@ -33,14 +33,19 @@ time and memory linear in the input, within the explicit
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable
 from typing import Final
 
 import attrs
 
-from .errors import FrameError, LocalProtocolError, ProtocolError
+from .errors import (
+    EnvelopeError,
+    EnvelopeErrorReason,
+    FrameError,
+    LocalProtocolError,
+    check_positive_int,
+)
 from .mcp.model import Notification
 from .wire.framing import DEFAULT_MAX_FRAME_SIZE
 
@@ -95,60 +100,8 @@ def header_size(origin: str) -> int:
     return _FIXED + len(origin)
 
 
-class EnvelopeErrorReason(enum.Enum):
-    """Why bytes are not an envelope this version can read."""
-
-    #: Fewer than four bytes, or not the magic: other traffic on the channel.
-    NOT_AN_ENVELOPE = "not_an_envelope"
-    #: The magic, then a version other than :data:`VERSION`.
-    UNKNOWN_VERSION = "unknown_version"
-    #: The envelope is over ``max_size``, or a notification over ``max_notification_size``.
-    TOO_LARGE = "too_large"
-    #: The bytes end inside the header or inside a notification.
-    TRUNCATED = "truncated"
-    #: The origin id is empty, longer than 64 bytes, or not visible ASCII.
-    ORIGIN = "origin"
-    #: No notification, or more than ``max_items``.
-    COUNT = "count"
-    #: The last notification's number would be beyond :data:`MAX_SEQUENCE`.
-    SEQUENCE = "sequence"
-    #: Bytes after the last notification.
-    TRAILING = "trailing"
-    #: A notification's bytes are not a notification (``index`` says which).
-    NOTIFICATION = "notification"
-
-
-class EnvelopeError(ProtocolError, ValueError):
-    """Bytes that do not decode as an envelope.
-
-    ``reason`` says which failure it is, ``detail`` is a sentence a person can
-    act on, ``index`` the position of the notification at fault (for
-    ``NOTIFICATION`` and for a notification that is ``TOO_LARGE``).
-    """
-
-    def __init__(self, reason: EnvelopeErrorReason, detail: str, *, index: int | None = None):
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-        self.index = index
-
-    def __repr__(self) -> str:
-        return f"EnvelopeError({self.reason.name}, {self.detail!r}, index={self.index!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EnvelopeError):
-            return NotImplemented
-        return (self.reason, self.detail, self.index) == (other.reason, other.detail, other.index)
-
-    def __hash__(self) -> int:
-        return hash((self.reason, self.detail, self.index))
-
-
 def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{attribute.name} must be an int, not {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be at least 1, got {value!r}")
+    check_positive_int(attribute.name, value)
 
 
 @attrs.frozen(kw_only=True)
@@ -370,11 +323,7 @@ class GapCounter:
     __slots__ = ("_evicted", "_gaps", "_last", "_max_origins", "_missing", "_rewinds")
 
     def __init__(self, *, max_origins: int = DEFAULT_MAX_ORIGINS) -> None:
-        if isinstance(max_origins, bool) or not isinstance(max_origins, int):
-            raise TypeError("max_origins must be an int")
-        if max_origins < 1:
-            raise ValueError(f"max_origins must be at least 1, got {max_origins!r}")
-        self._max_origins = max_origins
+        self._max_origins = check_positive_int("max_origins", max_origins)
         # Insertion order is recency: an origin heard from moves to the end.
         self._last: dict[str, int] = {}
         self._gaps = 0

@@ -1,10 +1,34 @@
-"""Exceptions raised by the sans-IO core.
+"""Exceptions raised by the sans-IO core, and the one way it refuses a bad argument.
 
-Two families, as in h11: :class:`LocalProtocolError` is raised when *this*
-side's code asks for something the protocol forbids (a bug in the caller);
-the decoding errors (:class:`FrameError`, :class:`AskError`) describe bytes
-that came from somewhere else and are always declared, never a stray
-``ValueError`` or ``RecursionError``.
+Two families, as in h11, under :class:`ProtocolError`:
+
+* :class:`LocalProtocolError` is raised when *this* side's code asks for
+  something the protocol forbids (a bug in the caller), for example
+  publishing a notification too large for a frame
+  (:class:`NotificationTooLarge`);
+* :class:`DecodeError` describes bytes that came from somewhere else and
+  do not decode: a message (:class:`FrameError`), an ask
+  (:class:`AskError`), an envelope (:class:`EnvelopeError`) or the JSON
+  inside any of them (:class:`JsonError`). Decoding failures are always
+  declared, never a stray ``ValueError`` or ``RecursionError``; each is a
+  :class:`ValueError` too. A frame longer than the reader's limit is
+  described by :class:`FrameTooLarge`, which the decoder returns rather
+  than raises.
+
+A proxy's exchange that does not end in a result raises
+:class:`~.drivers.proxy.ExchangeError` or
+:class:`~.drivers.proxy.ExchangeFailed`: they carry what the exchange ended
+with (an ``ErrorData``, an event), so they live with the exchange driver,
+above the model and the events that this module lies below.
+
+Besides these, :class:`HubSuspended` tells a subscriber that the hub serves
+nobody for now, and :class:`PlaintextTokenRefused` (a :class:`ValueError`)
+refuses a bearer token bound for the network in cleartext.
+
+A bad argument to a constructor is a :class:`TypeError` when it has the
+wrong type and a :class:`ValueError` when its value is wrong;
+:func:`check_positive_int` says so for the sizes and counts, and
+:func:`check_positive` for the timeouts and intervals.
 """
 
 from __future__ import annotations
@@ -14,11 +38,40 @@ import enum
 __all__ = [
     "AskError",
     "AskErrorReason",
+    "DecodeError",
+    "EnvelopeError",
+    "EnvelopeErrorReason",
     "FrameError",
     "FrameErrorReason",
+    "FrameTooLarge",
+    "HubSuspended",
+    "JsonError",
     "LocalProtocolError",
+    "NotificationTooLarge",
+    "PlaintextTokenRefused",
     "ProtocolError",
+    "check_positive",
+    "check_positive_int",
 ]
+
+
+def check_positive(name: str, value: float) -> None:
+    """Raise :class:`ValueError` unless ``value`` is a positive number (NaN is not)."""
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+
+
+def check_positive_int(name: str, value: int) -> int:
+    """``value`` if it is an int of at least 1 (``name`` says what it is in messages).
+
+    :class:`TypeError` for anything that is not an int (a bool is not one),
+    :class:`ValueError` for an int below 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value!r}")
+    return value
 
 
 class ProtocolError(Exception):
@@ -34,6 +87,90 @@ class LocalProtocolError(ProtocolError):
     """
 
 
+class NotificationTooLarge(LocalProtocolError):
+    """A notification refused for its size: nothing of it was queued or sent.
+
+    :meth:`~.server.hub.Hub.publish` raises it for a notification whose
+    message (the tag byte and the JSON) is larger than the hub's
+    ``max_frame_size``: ``size`` is the message's size and ``limit`` that
+    bound, and the hub goes on. A cluster's broker raises a subclass, for
+    a notification whose JSON is over the limit every replica applies.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(self._describe(size, limit))
+        self.size = size
+        self.limit = limit
+
+    @staticmethod
+    def _describe(size: int, limit: int) -> str:
+        """The message of the error, from its ``size`` and ``limit``."""
+        return (
+            f"a notification of {size} bytes (tag byte and JSON) is larger than the frame "
+            f"limit of {limit} bytes: not published"
+        )
+
+
+class HubSuspended(Exception):
+    """:meth:`~.server.hub.Hub.subscribe` was called while the hub is suspended.
+
+    ``reason`` is the reason given to :meth:`~.server.hub.Hub.suspend`. A
+    server answers the ask as not served for now (``503`` with
+    ``Retry-After``) instead of opening a path that would hear nothing.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the hub is suspended: {reason}")
+        self.reason = reason
+
+
+class PlaintextTokenRefused(ValueError):
+    """A bearer token would go over plain HTTP to a host that is not loopback."""
+
+
+class FrameTooLarge(ProtocolError):
+    """Not raised by the decoder: the value it returns for an oversized frame.
+
+    ``length`` is the payload length the frame's prefix declares, ``limit``
+    the decoder's ``max_frame_size``.
+    """
+
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(f"frame of {length} bytes is larger than the limit of {limit} bytes")
+        self.length = length
+        self.limit = limit
+
+    @property
+    def reason(self) -> str:
+        """Why a path that met this frame ended: its size and the option that bounds it."""
+        return f"a frame of {self.length} bytes is larger than max_frame_size ({self.limit} bytes)"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FrameTooLarge):
+            return NotImplemented
+        return (self.length, self.limit) == (other.length, other.limit)
+
+    def __hash__(self) -> int:
+        return hash((self.length, self.limit))
+
+
+class DecodeError(ProtocolError, ValueError):
+    """Bytes from somewhere else that do not decode.
+
+    ``detail`` is a sentence a person can act on. The subclasses say what
+    the bytes were meant to be, and those with a ``reason`` which check
+    they failed.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class JsonError(DecodeError):
+    """The bytes are not one strict JSON value (see :func:`~.mcp.json.parse`)."""
+
+
 class FrameErrorReason(enum.Enum):
     """Why a message (``[tag][JSON]``) could not be decoded."""
 
@@ -45,7 +182,7 @@ class FrameErrorReason(enum.Enum):
     BODY = "body"
 
 
-class FrameError(ProtocolError, ValueError):
+class FrameError(DecodeError):
     """A message that does not decode.
 
     ``reason`` says which of the three failures it is; ``tag`` is set for
@@ -56,7 +193,6 @@ class FrameError(ProtocolError, ValueError):
     def __init__(self, reason: FrameErrorReason, detail: str, *, tag: int | None = None) -> None:
         super().__init__(detail)
         self.reason = reason
-        self.detail = detail
         self.tag = tag
 
     def __repr__(self) -> str:
@@ -84,13 +220,12 @@ class AskErrorReason(enum.Enum):
     MCP_PARAMS = "mcp_params"
 
 
-class AskError(ProtocolError, ValueError):
+class AskError(DecodeError):
     """A provider ask or an agents-begin channel request that does not decode."""
 
     def __init__(self, reason: AskErrorReason, detail: str, *, tag: int | None = None) -> None:
         super().__init__(detail)
         self.reason = reason
-        self.detail = detail
         self.tag = tag
 
     def __repr__(self) -> str:
@@ -103,3 +238,53 @@ class AskError(ProtocolError, ValueError):
 
     def __hash__(self) -> int:
         return hash((self.reason, self.detail, self.tag))
+
+
+class EnvelopeErrorReason(enum.Enum):
+    """Why bytes are not an envelope this version can read."""
+
+    #: Fewer than four bytes, or not the magic: other traffic on the channel.
+    NOT_AN_ENVELOPE = "not_an_envelope"
+    #: The magic, then a version other than :data:`~.envelope.VERSION`.
+    UNKNOWN_VERSION = "unknown_version"
+    #: The envelope is over ``max_size``, or a notification over ``max_notification_size``.
+    TOO_LARGE = "too_large"
+    #: The bytes end inside the header or inside a notification.
+    TRUNCATED = "truncated"
+    #: The origin id is empty, longer than 64 bytes, or not visible ASCII.
+    ORIGIN = "origin"
+    #: No notification, or more than ``max_items``.
+    COUNT = "count"
+    #: The last notification's number would be beyond :data:`~.envelope.MAX_SEQUENCE`.
+    SEQUENCE = "sequence"
+    #: Bytes after the last notification.
+    TRAILING = "trailing"
+    #: A notification's bytes are not a notification (``index`` says which).
+    NOTIFICATION = "notification"
+
+
+class EnvelopeError(DecodeError):
+    """Bytes that do not decode as an envelope.
+
+    ``reason`` says which failure it is, ``detail`` is a sentence a person can
+    act on, ``index`` the position of the notification at fault (for
+    ``NOTIFICATION`` and for a notification that is ``TOO_LARGE``).
+    """
+
+    def __init__(
+        self, reason: EnvelopeErrorReason, detail: str, *, index: int | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"EnvelopeError({self.reason.name}, {self.detail!r}, index={self.index!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EnvelopeError):
+            return NotImplemented
+        return (self.reason, self.detail, self.index) == (other.reason, other.detail, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.reason, self.detail, self.index))

@@ -9,7 +9,7 @@ alone. Each line they keep becomes one message, so one frame (its tag
 byte, then the JSON): a line whose frame would be larger than the frame
 limit is too large. With the default limit, :data:`DEFAULT_MAX_LINE_SIZE`
 bytes is the longest line kept, one byte less than
-:data:`~.framing.DEFAULT_MAX_FRAME_SIZE`.
+:data:`~.wire.framing.DEFAULT_MAX_FRAME_SIZE`.
 
 A line that is too long is not kept: it is reported once, in its place, and
 its bytes are dropped as they arrive up to its newline, so memory stays

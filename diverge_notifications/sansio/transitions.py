@@ -13,6 +13,9 @@ machine and the one value the move carries (``None`` when it carries none;
 a small tuple when it carries several). The table and the handlers are
 passed on each move, read from the machine's module at that moment, so a
 test that changes an entry of a table changes what the machine does.
+
+The states, inputs and outcomes of every table are :class:`TableEnum`
+members, which hash by identity so that a lookup stays cheap.
 """
 
 from __future__ import annotations
@@ -23,12 +26,25 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from .errors import LocalProtocolError
 
-__all__ = ["Handler", "TableMachine"]
+__all__ = ["Handler", "TableEnum", "TableMachine"]
 
 S = TypeVar("S", bound=enum.Enum)
 I = TypeVar("I", bound=enum.Enum)  # noqa: E741 (the input, as in the tables)
 O = TypeVar("O", bound=enum.Enum)  # noqa: E741
 R = TypeVar("R")
+
+
+class TableEnum(enum.Enum):
+    """The states, inputs and outcomes of a table (and the profiles some are keyed by).
+
+    Hashed by identity, which is what an enum member's equality already is:
+    ``Enum.__hash__`` is a call into Python, two of them in every lookup of a
+    ``(state, input)`` pair, and identity hashing makes a move about a third
+    cheaper (bench/bench_proxy.py, bench/bench_hub.py).
+    """
+
+    __hash__ = object.__hash__
+
 
 #: What an outcome does: called with the machine and the move's value.
 Handler = Callable[[Any, Any], R]
@@ -41,6 +57,10 @@ class TableMachine(Generic[S, I]):
     by ``(profile, state, input)`` sets ``_BY_PROFILE`` and a ``_profile``;
     one with a better refusal than the generic one overrides :meth:`_refusal`.
     """
+
+    # Empty, so that a slotted machine (ContainerWriter, the proxy's rules)
+    # stays slot-only: an idle path's memory, bench/bench_proxy.py.
+    __slots__ = ()
 
     _state: S
     _profile: Hashable
@@ -65,5 +85,6 @@ class TableMachine(Generic[S, I]):
             ]
         except KeyError:
             raise LocalProtocolError(self._refusal(what)) from None
-        self._state = following
+        # The subclass holds _state (in its own __slots__ or its __dict__).
+        self._state = following  # type: ignore[misc]
         return handlers[outcome](self, value)

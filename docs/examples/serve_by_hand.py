@@ -17,17 +17,20 @@ import socket
 import threading
 import time
 
-from diverge_notifications.sansio import NEED_DATA, Hub, Notification, ProxyConnection
-from diverge_notifications.sansio.events import (
+from diverge_notifications.sansio import (
+    NEED_DATA,
     AskRefused,
+    ChannelIds,
     ConnectionClosed,
     ExchangeAsked,
+    Hub,
+    Notification,
     NotificationsAsked,
+    ProxyConnection,
     ReaskNeeded,
+    ServerConnection,
     StreamOpened,
 )
-from diverge_notifications.sansio.server.connection import ServerConnection
-from diverge_notifications.sansio.wire.http import ChannelIds
 
 
 def serve_connection(

@@ -63,7 +63,7 @@ from diverge_notifications.sansio.drivers.listen import (
     idle_timeout_reason,
 )
 from diverge_notifications.sansio.drivers.serve import ServingConnection
-from diverge_notifications.sansio.drivers.settings import ServeSettings
+from diverge_notifications.sansio.drivers.settings import ClientSettings, ServeSettings
 from diverge_notifications.sansio.events import (
     NEED_DATA,
     AttemptsExhausted,
@@ -1052,7 +1052,9 @@ def test_parse_url() -> None:
 def test_listen_driver_without_io() -> None:
     # The adapters' shared loop body, driven by hand with a fake clock.
     driver = ListenDriver(
-        "http://127.0.0.1:9/base", events=True, policy=policy(), keepalive_interval=2.0
+        "http://127.0.0.1:9/base",
+        ClientSettings(events=True, keepalive_interval=2.0),
+        policy=policy(),
     )
     connect = driver.next_action(100.0)
     assert connect == Connect(host="127.0.0.1", port=9, timeout=DEFAULT_CONNECT_TIMEOUT)
@@ -1135,9 +1137,9 @@ def test_listen_driver_checks_the_token_as_its_asks_use_it() -> None:
     url = "http://127.0.0.1:9"
     for bad in ("", "s\u00e9cret", "a\nb", "trail ", "a b"):
         with pytest.raises(ValueError):
-            ListenDriver(url, token=bad, policy=policy())
+            ListenDriver(url, ClientSettings(token=bad), policy=policy())
     # A token the server could match, the driver takes and sends.
-    driver = ListenDriver(url, token="a!b~", policy=policy())
+    driver = ListenDriver(url, ClientSettings(token="a!b~"), policy=policy())
     assert isinstance(driver.next_action(0.0), Connect)
     driver.connected(0.0)
     send = driver.next_action(0.0)

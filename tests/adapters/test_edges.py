@@ -44,7 +44,7 @@ from diverge_notifications.sansio import (
 from diverge_notifications.sansio.client.policy import Backoff, ProxyPolicy
 from diverge_notifications.sansio.drivers.actions import Deliver, Disconnect
 from diverge_notifications.sansio.drivers.listen import ListenDriver
-from diverge_notifications.sansio.drivers.settings import ServeSettings
+from diverge_notifications.sansio.drivers.settings import ClientSettings, ServeSettings
 
 HANG = 30.0
 
@@ -532,9 +532,8 @@ def test_blocking_server_survives_running_out_of_descriptors(spare: int) -> None
 def _close_delimited_listener() -> ListenDriver:
     driver = ListenDriver(
         "http://127.0.0.1:9",
-        events=True,
+        ClientSettings(events=True, keepalive_interval=2.0),
         policy=ProxyPolicy(require_exchange=False, backoff=Backoff(base=0.01, cap=0.05)),
-        keepalive_interval=2.0,
     )
     driver.next_action(100.0)
     driver.connected(100.0)

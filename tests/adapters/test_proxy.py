@@ -17,10 +17,9 @@ from typing import Any, Final
 
 import pytest
 
-from diverge_notifications.adapters import asyncio as asyncio_proxy
+from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
-from diverge_notifications.adapters import blocking as blocking_proxy
-from diverge_notifications.adapters import trio as trio_proxy
+from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.sansio import (
     Ask,
     ErrorData,
@@ -145,7 +144,7 @@ def _token(keywords: dict[str, Any]) -> dict[str, Any]:
 
 
 def asyncio_handle(runner: AsyncioRunner, url: str, **options: Any) -> ProxyHandle:
-    proxy = runner.call(lambda: asyncio_proxy.Proxy(url, **options))
+    proxy = runner.call(lambda: asyncio_adapter.Proxy(url, **options))
 
     def run(function: Callable[..., Any], *args: Any) -> Any:
         return runner.run(function(*args))
@@ -157,7 +156,7 @@ def asyncio_handle(runner: AsyncioRunner, url: str, **options: Any) -> ProxyHand
 
 
 def trio_handle(runner: TrioRunner, url: str, **options: Any) -> ProxyHandle:
-    proxy = trio_proxy.Proxy(url, **options)  # made outside trio.run, as documented
+    proxy = trio_adapter.Proxy(url, **options)  # made outside trio.run, as documented
 
     def run(function: Callable[..., Any], *args: Any) -> Any:
         async def call() -> Any:
@@ -172,7 +171,7 @@ def trio_handle(runner: TrioRunner, url: str, **options: Any) -> ProxyHandle:
 
 
 def blocking_handle(url: str, **options: Any) -> ProxyHandle:
-    proxy = blocking_proxy.Proxy(url, **options)
+    proxy = blocking_adapter.Proxy(url, **options)
 
     def run(function: Callable[..., Any], *args: Any) -> Any:
         return function(*args)
@@ -329,7 +328,9 @@ def test_the_result_keeps_the_bytes_the_server_wrote(
     assert proxy_result.result == {"tools": [{"name": "count"}]}
 
 
-@pytest.mark.parametrize("kind", [asyncio_proxy.Proxy, trio_proxy.Proxy, blocking_proxy.Proxy])
+@pytest.mark.parametrize(
+    "kind", [asyncio_adapter.Proxy, trio_adapter.Proxy, blocking_adapter.Proxy]
+)
 def test_options_are_checked_when_the_proxy_is_made(kind: Any) -> None:
     with pytest.raises(ValueError):
         kind("http://127.0.0.1:9", token="not\na token")
@@ -340,7 +341,7 @@ def test_options_are_checked_when_the_proxy_is_made(kind: Any) -> None:
 
 
 def test_blocking_close_stops_a_reader_and_a_call_from_another_thread(server: Server) -> None:
-    proxy = blocking_proxy.Proxy(server.url, events=True, keepalive_interval=KEEPALIVE)
+    proxy = blocking_adapter.Proxy(server.url, events=True, keepalive_interval=KEEPALIVE)
     waiting = proxy.notifications()  # before any exchange: it waits
     waited: list[object] = []
     waiter = threading.Thread(target=lambda: waited.extend(waiting), daemon=True)
@@ -364,7 +365,7 @@ def test_blocking_close_stops_a_reader_and_a_call_from_another_thread(server: Se
     assert waited == []
     (failure,) = failures
     assert isinstance(failure, ExchangeFailed), failure
-    with pytest.raises(blocking_proxy.ProxyClosed):
+    with pytest.raises(blocking_adapter.ProxyClosed):
         proxy.list_tools()
     assert list(proxy.notifications()) == []
     proxy.close()  # twice is fine

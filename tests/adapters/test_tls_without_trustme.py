@@ -7,6 +7,7 @@ cannot be imported.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -21,11 +22,23 @@ TLS_MODULES = [
     "tests/test_tls_interop.py",
 ]
 
+#: How a module marks all its tests as needing trustme.
+MARKED = re.compile(r"^pytestmark = requires_trustme$", re.MULTILINE)
+
 _HIDE_TRUSTME = (
     "import sys; sys.modules['trustme'] = None\n"
     "import pytest\n"
     "raise SystemExit(pytest.main([*sys.argv[1:], '-q', '-rs', '-p', 'no:cacheprovider']))\n"
 )
+
+
+def test_every_module_that_makes_certificates_is_listed() -> None:
+    making = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if MARKED.search(path.read_text(encoding="utf-8"))
+    }
+    assert making == set(TLS_MODULES)
 
 
 def test_the_tls_tests_skip_with_their_reason_without_trustme() -> None:

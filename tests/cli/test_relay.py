@@ -32,9 +32,9 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from diverge_notifications.adapters import asyncio as asyncio_proxy
-from diverge_notifications.adapters import blocking as blocking_proxy
-from diverge_notifications.adapters import trio as trio_proxy
+from diverge_notifications.adapters import asyncio as asyncio_adapter
+from diverge_notifications.adapters import blocking as blocking_adapter
+from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.cli.output import compact_json
 from diverge_notifications.sansio import Notification, NotificationReceived, StreamOpened
 from tests.bridge.test_everything import everything  # the fixture: server-everything from npm
@@ -98,7 +98,7 @@ def progress_lines(lines: list[bytes], token: str) -> list[bytes]:
 
 def hear_progress_asyncio(url: str, token: str) -> tuple[dict[str, Any], list[Notification]]:
     async def scenario() -> tuple[dict[str, Any], list[Notification]]:
-        proxy = asyncio_proxy.Proxy(url, events=True)
+        proxy = asyncio_adapter.Proxy(url, events=True)
         tools = await proxy.list_tools()
         assert {tool["name"] for tool in tools["tools"]} == {"echo", "count"}
         heard: list[Notification] = []
@@ -133,7 +133,7 @@ def hear_progress_trio(url: str, token: str) -> tuple[dict[str, Any], list[Notif
     import trio
 
     async def scenario() -> tuple[dict[str, Any], list[Notification]]:
-        proxy = trio_proxy.Proxy(url, events=True)
+        proxy = trio_adapter.Proxy(url, events=True)
         await proxy.list_tools()
         heard: list[Notification] = []
         opened = trio.Event()
@@ -160,7 +160,7 @@ def hear_progress_trio(url: str, token: str) -> tuple[dict[str, Any], list[Notif
 
 
 def hear_progress_blocking(url: str, token: str) -> tuple[dict[str, Any], list[Notification]]:
-    with blocking_proxy.Proxy(url, events=True) as proxy:
+    with blocking_adapter.Proxy(url, events=True) as proxy:
         proxy.list_tools()
         heard: list[Notification] = []
         opened = threading.Event()

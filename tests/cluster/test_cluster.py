@@ -5,18 +5,29 @@ The same rules against a real Redis are in ``tests/cluster/test_redis.py``.
 
 from __future__ import annotations
 
+from typing import Any
+
+import attrs
 import pytest
 
+from diverge_notifications import sansio
 from diverge_notifications.cluster import (
+    BrokerError,
     BrokerUnavailable,
     InMemoryBroker,
     InMemoryBus,
     NotificationTooLarge,
     OutboxFull,
 )
-from diverge_notifications.cluster._core import BrokerCore, redact_url
+from diverge_notifications.cluster._core import (
+    BrokerCore,
+    BrokerOptions,
+    BrokerSettings,
+    redact_url,
+)
 from diverge_notifications.sansio import Hub, Notification
 from diverge_notifications.sansio.envelope import Envelope, EnvelopeLimits, encode_envelope
+from diverge_notifications.sansio.errors import NotificationTooLarge as HubNotificationTooLarge
 from diverge_notifications.sansio.server.hub import HubSuspended
 from tests.replicas import ODD, numbered, taken
 
@@ -91,6 +102,15 @@ def test_what_is_not_a_notification_is_ignored_and_what_is_too_large_refused() -
     assert broker.stats().too_large == 1 and bus.carried == 0
 
 
+def test_too_large_for_the_broker_is_the_hubs_refusal_and_a_broker_error() -> None:
+    refused = NotificationTooLarge(65, 64)
+    assert isinstance(refused, HubNotificationTooLarge)
+    assert isinstance(refused, BrokerError) and isinstance(refused, ValueError)
+    assert isinstance(refused, sansio.LocalProtocolError)
+    assert (refused.size, refused.limit) == (65, 64)
+    assert str(refused) == "not published: a notification of 65 bytes is over 64 bytes"
+
+
 def test_a_closed_broker_leaves_its_hub_suspended() -> None:
     bus = InMemoryBus()
     hub = Hub()
@@ -106,7 +126,8 @@ def test_a_closed_broker_leaves_its_hub_suspended() -> None:
 
 def test_an_outbox_that_is_not_emptied_fills_and_says_so() -> None:
     hub = Hub()
-    core = BrokerCore(hub, description="broker b", outbox_size=2, outbox_bytes=10_000)
+    settings = BrokerSettings(outbox_size=2, outbox_bytes=10_000)
+    core = BrokerCore(hub, description="broker b", settings=settings)
     core.subscribed()
     assert core.accept(numbered(1)) and core.accept(numbered(2))
     with pytest.raises(OutboxFull, match="outbox is full") as caught:
@@ -121,9 +142,8 @@ def test_an_outbox_that_is_not_emptied_fills_and_says_so() -> None:
 
 def test_the_outbox_is_bounded_in_bytes_too_and_batches_are_cut_by_size() -> None:
     hub = Hub()
-    core = BrokerCore(
-        hub, description="broker b", outbox_bytes=300, max_batch=3, max_batch_bytes=120
-    )
+    settings = BrokerSettings(outbox_bytes=300, max_batch=3, max_batch_bytes=120)
+    core = BrokerCore(hub, description="broker b", settings=settings)
     core.subscribed()
     big = b'{"method":"x","params":{"p":"' + b"y" * 230 + b'"}}'
     assert core.accept(big)  # alone, even when larger than what a batch holds
@@ -142,7 +162,7 @@ def test_the_outbox_is_bounded_in_bytes_too_and_batches_are_cut_by_size() -> Non
 
 def test_messages_that_are_not_envelopes_are_counted_and_gaps_too() -> None:
     hub = Hub()
-    core = BrokerCore(hub, description="broker b")
+    core = BrokerCore(hub, description="broker b", settings=BrokerSettings())
     core.subscribed()
     subscriber = hub.subscribe()
     assert core.received(b"hello") == 0
@@ -159,3 +179,55 @@ def test_urls_lose_their_password_in_reasons() -> None:
     assert redact_url("rediss://u:s3cret@[::1]:6380") == "rediss://u:***@[::1]:6380"
     assert redact_url("redis://127.0.0.1:6379") == "redis://127.0.0.1:6379"
     assert redact_url("unix:///tmp/r.sock?db=1") == "unix:///tmp/r.sock?db=1"
+
+
+# --- the settings -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"outbox_size": 0}, ValueError),
+        ({"outbox_bytes": -1}, ValueError),
+        ({"max_batch": 1.5}, TypeError),
+        ({"max_batch_bytes": True}, TypeError),
+        ({"max_origins": "8"}, TypeError),
+        ({"max_batch": 2000}, ValueError),  # over limits.max_items
+        ({"max_batch_bytes": 64 * 1024 * 1024}, ValueError),  # over limits.max_size
+        ({"origin": "a b"}, ValueError),
+        ({"origin": 7}, TypeError),
+        ({"limits": {"max_size": 10}}, TypeError),
+    ],
+)
+def test_bad_settings_are_refused_when_made(
+    options: dict[str, Any], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        BrokerSettings(**options)
+    with pytest.raises(error):
+        InMemoryBroker(Hub(), InMemoryBus(), **options)
+
+
+def test_the_keywords_are_the_settings_fields() -> None:
+    assert set(BrokerOptions.__annotations__) == {
+        field.name for field in attrs.fields(BrokerSettings)
+    }
+
+
+def test_a_broker_takes_its_settings_whole_or_as_keywords_not_both() -> None:
+    bus = InMemoryBus()
+    settings = BrokerSettings(origin="replica-1", outbox_size=3)
+    broker = InMemoryBroker(Hub(), bus, settings=settings)
+    assert broker.origin == "replica-1" and broker._core.settings is settings
+    assert InMemoryBroker(Hub(), bus, origin="replica-2").origin == "replica-2"
+    with pytest.raises(TypeError, match="not both"):
+        InMemoryBroker(Hub(), bus, settings=settings, outbox_size=3)
+    with pytest.raises(TypeError):
+        InMemoryBroker(Hub(), bus, settings={"outbox_size": 3})  # type: ignore[arg-type]
+
+
+def test_settings_without_an_origin_give_each_broker_a_fresh_one() -> None:
+    bus = InMemoryBus()
+    settings = BrokerSettings()
+    first, second = (InMemoryBroker(Hub(), bus, settings=settings) for _ in range(2))
+    assert first.origin != second.origin

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diverge_notifications.sansio import Notification
+from diverge_notifications.sansio import Notification, errors
 from diverge_notifications.sansio.envelope import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_NOTIFICATION_SIZE,
@@ -236,6 +236,8 @@ def test_each_failure_has_its_reason(data: bytes, reason: Reason, index: int | N
     assert caught.value.reason is reason
     assert caught.value.index == index
     assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, errors.DecodeError)
+    assert EnvelopeError is errors.EnvelopeError and Reason is errors.EnvelopeErrorReason
 
 
 def test_the_last_number_may_be_the_largest() -> None:

@@ -3,17 +3,17 @@
 An exchange is answered with exactly one message, a result (tag 0, a JSON
 object) or an error (tag 1, ``ErrorData``), and then the clean end.
 :class:`AnswerMachine` applies those rules to the messages of an answer as
-:class:`~.proxy.ExchangeConnection` reads them, by one table,
-:data:`ANSWER_TRANSITIONS`: each input is looked up with the state, and the
-outcome found there makes the event.
+:class:`~.connection.ExchangeConnection` reads them, by one table,
+:data:`ANSWER_TRANSITIONS`: each input is a move of
+:class:`~..transitions.TableMachine`, and the handler of the outcome found
+there makes the event.
 """
 
 from __future__ import annotations
 
-import enum
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, NamedTuple
 
 from ..errors import FrameError
 from ..events import (
@@ -29,6 +29,7 @@ from ..events import (
 )
 from ..mcp.json import JsonError, parse
 from ..mcp.model import ErrorData
+from ..transitions import Handler, TableEnum, TableMachine
 from ..wire.messages import ERROR_TAG, NOTIFICATION_TAG
 from .heads import clip
 
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-class AnswerState(enum.Enum):
+class AnswerState(TableEnum):
     """Where the answer of a one-shot exchange is."""
 
     #: Nothing but keep-alives yet.
@@ -52,7 +53,7 @@ class AnswerState(enum.Enum):
     DONE = "done"
 
 
-class AnswerInput(enum.Enum):
+class AnswerInput(TableEnum):
     """What can arrive on the answer of a one-shot exchange."""
 
     RESULT = "result message"
@@ -62,7 +63,7 @@ class AnswerInput(enum.Enum):
     LOST = "abrupt end"
 
 
-class AnswerOutcome(enum.Enum):
+class AnswerOutcome(TableEnum):
     """The event a transition of :data:`ANSWER_TRANSITIONS` produces."""
 
     RESULT = "ResultReceived"
@@ -95,70 +96,26 @@ ANSWER_TRANSITIONS: Final[
 
 _NO_ANSWER: Final = "the exchange ended with no answer"
 _MORE_THAN_ONE: Final = "the exchange was answered with more than one message"
+_BROKEN_RULES: Final = "the answer broke the rules of the exchange"
 
 
-class _Arrival:
-    """What one input brought: what the event of its outcome is made of."""
+class _Arrival(NamedTuple):
+    """What one input brings: what the events of the outcomes are made of."""
 
-    __slots__ = ("error", "raw", "reason", "result", "status", "violation")
-
-    def __init__(
-        self,
-        *,
-        result: dict[str, Any] | None = None,
-        raw: bytes = b"",
-        error: ErrorData | None = None,
-        status: int | None = None,
-        reason: str | None = None,
-        violation: str | None = None,
-    ) -> None:
-        self.result = result
-        self.raw = raw
-        self.error = error
-        self.status = status
-        #: Why the answer ended without its message (a refusal, the connection).
-        self.reason = reason
-        #: Why a message breaks the rules, if the table says it does.
-        self.violation = violation
+    #: The result object of a result message, and its JSON.
+    result: dict[str, Any] | None = None
+    raw: bytes = b""
+    #: The error of an error message.
+    error: ErrorData | None = None
+    #: The status of the answer that ended (a non-2xx one, or the 2xx one).
+    status: int | None = None
+    #: Why the answer ended without its message (a refusal, the connection).
+    reason: str = _NO_ANSWER
+    #: Why the input breaks the rules, where the table says it does.
+    violation: str = _BROKEN_RULES
 
 
-def _result(arrival: _Arrival) -> Event | None:
-    if arrival.result is None:
-        return None
-    return ResultReceived(result=arrival.result, raw=arrival.raw)
-
-
-def _errored(arrival: _Arrival) -> Event | None:
-    return None if arrival.error is None else StreamErrored(error=arrival.error)
-
-
-def _not_served(arrival: _Arrival) -> Event | None:
-    if arrival.reason is None:
-        return None
-    return NotServed(status=arrival.status, reason=arrival.reason)
-
-
-def _violation(arrival: _Arrival) -> Event | None:
-    return None if arrival.violation is None else StreamBroken(reason=arrival.violation)
-
-
-def _broken(arrival: _Arrival) -> Event | None:
-    return None if arrival.reason is None else StreamBroken(reason=arrival.reason)
-
-
-#: What each outcome of :data:`ANSWER_TRANSITIONS` makes of what arrived;
-#: ``None`` when it cannot be made of that (the table's row does not fit).
-_EVENT_OF: Final[Mapping[AnswerOutcome, Callable[[_Arrival], Event | None]]] = {
-    _AO.RESULT: _result,
-    _AO.ERRORED: _errored,
-    _AO.NOT_SERVED: _not_served,
-    _AO.ENDED: lambda arrival: StreamEnded(),
-    _AO.VIOLATION: _violation,
-    _AO.BROKEN: _broken,
-}
-
-
-class AnswerMachine:
+class AnswerMachine(TableMachine[AnswerState, AnswerInput]):
     """Applies the rules of a one-shot answer to what arrives on it.
 
     Driven as :class:`~.sequence.SequenceMachine` drives a path: the
@@ -188,27 +145,25 @@ class AnswerMachine:
     def receive_payloads(self, payloads: Iterable[bytes]) -> None:
         """Messages that arrived, in order; those after the terminal event are discarded."""
         for payload in payloads:
-            if self._state is AnswerState.DONE:
-                return
-            self._apply(*self._classify(payload))
+            self._move(*self._classify(payload))
 
     def receive_finish(self, *, status: int | None = None) -> None:
         """The answer ended cleanly; ``status`` is carried into :class:`NotServed`."""
-        self._apply(AnswerInput.FINISH, _Arrival(status=status, reason=_NO_ANSWER))
+        self._move(AnswerInput.FINISH, _Arrival(status=status))
 
     def refused(self, status: int | None, reason: str) -> None:
         """The answer was not 2xx: the ask was not served, for ``reason``."""
-        self._apply(AnswerInput.FINISH, _Arrival(status=status, reason=reason))
+        self._move(AnswerInput.FINISH, _Arrival(status=status, reason=reason))
 
     def connection_lost(self, reason: str = "the connection ended before the answer did") -> None:
         """The answer ended abruptly, for ``reason``."""
-        self._apply(AnswerInput.LOST, _Arrival(reason=reason))
+        self._move(AnswerInput.LOST, _Arrival(reason=reason))
 
     @property
     def queued(self) -> deque[Event]:
         """The events not taken yet, in order: :meth:`next_event` pops the first.
 
-        For a connection that takes the events itself, one call less per event.
+        A connection that drives the machine pops them from here.
         """
         return self._events
 
@@ -217,23 +172,17 @@ class AnswerMachine:
         events = self._events
         return events.popleft() if events else NEED_DATA
 
-    def _apply(self, what: AnswerInput, arrival: _Arrival) -> None:
-        if self._state is AnswerState.DONE:
-            return
-        state, outcome = ANSWER_TRANSITIONS[(self._state, what)]
-        event = _EVENT_OF[outcome](arrival)
-        if event is None:
-            raise ValueError(
-                f"ANSWER_TRANSITIONS says {outcome.name} for {self._state.name} + {what.name}, "
-                "which cannot be made of what that input brings"
-            )
-        self._events.append(event)
-        self._state = state
+    def _move(self, what: AnswerInput, arrival: _Arrival) -> None:
+        """The move ``what`` makes; none once the answer is over."""
+        if self._state is not AnswerState.DONE:
+            self._fire(ANSWER_TRANSITIONS, _HANDLERS, what, arrival)
 
     def _classify(self, payload: bytes) -> tuple[AnswerInput, _Arrival]:
-        """Which input a message is, and what it brings."""
-        # After the answer, any message breaks the rules, whatever it holds.
-        violation = _MORE_THAN_ONE if self._state is AnswerState.ANSWERED else None
+        """Which input a message is, and what it brings.
+
+        A message that decodes breaks the rules only by following the
+        answer; one that does not, by that too, or else by not decoding.
+        """
         tag = payload[0] if payload else None  # a frame of length 0 is a keep-alive
         body = memoryview(payload)[1:]
         if tag is None:
@@ -245,7 +194,7 @@ class AnswerMachine:
                 detail = f"the result is not valid JSON: {error}"
             else:
                 if isinstance(result, dict):
-                    arrival = _Arrival(result=result, raw=bytes(body), violation=violation)
+                    arrival = _Arrival(result=result, raw=bytes(body), violation=_MORE_THAN_ONE)
                     return AnswerInput.RESULT, arrival
                 detail = "the result is not a JSON object"
         elif tag == ERROR_TAG:
@@ -254,8 +203,43 @@ class AnswerMachine:
             except FrameError as error:
                 detail = error.detail
             else:
-                return AnswerInput.ERROR, _Arrival(error=error_data, violation=violation)
+                return AnswerInput.ERROR, _Arrival(error=error_data, violation=_MORE_THAN_ONE)
         else:
             detail = f"unknown message tag {tag} (0 is a result, 1 an error)"
-        violation = violation or f"the exchange's answer did not decode: {clip(detail)}"
+        if self._state is AnswerState.ANSWERED:
+            violation = _MORE_THAN_ONE
+        else:
+            violation = f"the exchange's answer did not decode: {clip(detail)}"
         return AnswerInput.UNDECODABLE, _Arrival(violation=violation)
+
+    # -- the outcomes' handlers: one per AnswerOutcome, named in _HANDLERS -----------
+
+    def _result(self, arrival: _Arrival) -> None:
+        self._events.append(ResultReceived(result=arrival.result, raw=arrival.raw))
+
+    def _errored(self, arrival: _Arrival) -> None:
+        assert arrival.error is not None  # the table errs only on an error message
+        self._events.append(StreamErrored(error=arrival.error))
+
+    def _not_served(self, arrival: _Arrival) -> None:
+        self._events.append(NotServed(status=arrival.status, reason=arrival.reason))
+
+    def _ended(self, arrival: _Arrival) -> None:
+        self._events.append(StreamEnded())
+
+    def _violation(self, arrival: _Arrival) -> None:
+        self._events.append(StreamBroken(reason=arrival.violation))
+
+    def _broken(self, arrival: _Arrival) -> None:
+        self._events.append(StreamBroken(reason=arrival.reason))
+
+
+#: What each outcome of :data:`ANSWER_TRANSITIONS` makes of what arrived.
+_HANDLERS: Final[Mapping[AnswerOutcome, Handler[None]]] = {
+    _AO.RESULT: AnswerMachine._result,
+    _AO.ERRORED: AnswerMachine._errored,
+    _AO.NOT_SERVED: AnswerMachine._not_served,
+    _AO.ENDED: AnswerMachine._ended,
+    _AO.VIOLATION: AnswerMachine._violation,
+    _AO.BROKEN: AnswerMachine._broken,
+}

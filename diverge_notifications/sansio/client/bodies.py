@@ -1,9 +1,9 @@
 """The body of an HTTP/1.1 answer, read strictly (RFC 9112 §6, §7.1).
 
-The proxy side (:mod:`.proxy`) has h11 parse each head of an answer and
+The proxy side (:mod:`.connection`) has h11 parse each head of an answer and
 reads the body after it here: a close-delimited body, a ``Content-Length``
 body or a chunked one, framed as h11 frames it (:func:`body_reader`). Each
-reader is an :class:`~.framing.OffsetBuffer`: bytes go in with ``feed()``,
+reader is an :class:`~..wire.framing.OffsetBuffer`: bytes go in with ``feed()``,
 and ``read()`` returns the next piece of the body's content, :data:`END` at
 its clean end, a :class:`Bad` when the body breaks HTTP/1.1, or ``None``
 when more bytes are needed. The same bytes give the same pieces and the

@@ -29,7 +29,7 @@ __all__ = [
     "path_channel",
 ]
 
-#: How many bytes of a refusal's body are kept for :attr:`NotServed.reason`.
+#: How many bytes of a refusal's body are kept for :attr:`~..events.NotServed.reason`.
 REFUSAL_BODY_LIMIT: Final = 200
 
 _STATUS_LINE_START: Final = b"HTTP/"
@@ -225,7 +225,7 @@ class Refusal:
 
     @property
     def reason(self) -> str:
-        """Why the ask was not served, for :attr:`NotServed.reason`."""
+        """Why the ask was not served, for :attr:`~..events.NotServed.reason`."""
         head, body = self._head, self._body
         shown = _printable(bytes(body[:REFUSAL_BODY_LIMIT]))
         if shown.startswith(head):

@@ -21,24 +21,24 @@ instead of making the proxy reconnect in a tight loop, and the optional
 :class:`AttemptsExhausted` event rather than giving up silently.
 
 The states and what moves between them are one table,
-:data:`POLICY_TRANSITIONS`, and the table decides: every call looks its
-``(state, input)`` pair up, refuses it when the pair is missing, and
-otherwise runs the handler of the outcome it finds there (``_HANDLERS``,
-one per :class:`PolicyOutcome`), so an entry changed in the table changes
-what the policy does.
+:data:`POLICY_TRANSITIONS`, and the table decides: every call is a move of
+:class:`~..transitions.TableMachine`, which looks its ``(state, input)``
+pair up, refuses it when the pair is missing, and otherwise runs the
+handler of the outcome it finds there (one per :class:`PolicyOutcome`), so
+an entry changed in the table changes what the policy does.
 """
 
 from __future__ import annotations
 
-import enum
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Final, NamedTuple, cast
 
 import attrs
 
 from ..errors import LocalProtocolError
 from ..events import AttemptsExhausted, RetryScheduled
+from ..transitions import Handler, TableEnum, TableMachine
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -147,7 +147,7 @@ class Backoff:
 DEFAULT_BACKOFF: Final = Backoff()
 
 
-class PolicyState(enum.Enum):
+class PolicyState(TableEnum):
     """Where the policy is."""
 
     #: No completed exchange of kinds 0-3 yet: asking is not allowed.
@@ -162,7 +162,7 @@ class PolicyState(enum.Enum):
     EXHAUSTED = "exhausted"
 
 
-class PolicyInput(enum.Enum):
+class PolicyInput(TableEnum):
     """What the caller tells the policy.
 
     ``ask_ended()`` is one of three inputs, chosen by what the path did:
@@ -179,10 +179,10 @@ class PolicyInput(enum.Enum):
     LAST_END = "ask_ended(), unhealthy, limit reached"
 
 
-class PolicyOutcome(enum.Enum):
+class PolicyOutcome(TableEnum):
     """What a transition does besides changing the state.
 
-    Each member has one handler in ``_HANDLERS``. The three that answer
+    Each member has one handler. The three that answer
     ``ask_ended()`` also forget the path that ended (its opening time and
     its deliveries), so the next path starts from nothing.
     """
@@ -243,13 +243,14 @@ _WHY_NOT_FOR: Final[Mapping[tuple[PolicyState, PolicyInput], str]] = {
 }
 
 
-def _refusal(state: PolicyState, what: PolicyInput) -> str:
-    call = what.value.split(",")[0]
-    reason = _WHY_NOT_FOR.get((state, what), _WHY_NOT[state])
-    return f"{call} is not allowed in state {state.name}: {reason}"
+class _End(NamedTuple):
+    """What ``ask_ended()`` brings: its time and its random draw."""
+
+    now: float
+    random: float
 
 
-class ProxyPolicy:
+class ProxyPolicy(TableMachine[PolicyState, PolicyInput]):
     """Decides when the proxy asks for notifications (kind 4), time passed in.
 
     Drive it with what happens: :meth:`exchange_completed` after each
@@ -378,7 +379,7 @@ class ProxyPolicy:
 
     def exchange_completed(self) -> None:
         """An exchange of kinds 0-3 completed; the first one unlocks asking."""
-        self._apply(PolicyInput.EXCHANGE_COMPLETED)
+        self._fire(POLICY_TRANSITIONS, _HANDLERS, PolicyInput.EXCHANGE_COMPLETED)
 
     def ask_started(self, now: float) -> None:
         """A notification ask is being sent at ``now``.
@@ -390,15 +391,18 @@ class ProxyPolicy:
             raise LocalProtocolError(
                 f"the next notification ask may start at {self._ask_at!r}, not at {moment!r}"
             )
-        self._apply(PolicyInput.ASK_STARTED, moment)
+        self._fire(POLICY_TRANSITIONS, _HANDLERS, PolicyInput.ASK_STARTED, moment)
+        self._last_now = moment
 
     def path_opened(self, now: float) -> None:
         """The server opened the path (``StreamOpened``) at ``now``."""
-        self._apply(PolicyInput.PATH_OPENED, self._moment(now))
+        moment = self._moment(now)
+        self._fire(POLICY_TRANSITIONS, _HANDLERS, PolicyInput.PATH_OPENED, moment)
+        self._last_now = moment
 
     def notification_received(self) -> None:
         """A notification arrived on the open path."""
-        self._apply(PolicyInput.NOTIFICATION)
+        self._fire(POLICY_TRANSITIONS, _HANDLERS, PolicyInput.NOTIFICATION)
 
     def ask_ended(self, now: float, random: float) -> RetryScheduled | AttemptsExhausted:
         """The ask is over at ``now``: its path ended, or no connection was made.
@@ -408,9 +412,10 @@ class ProxyPolicy:
         from ``now``, see :meth:`ask_at`) or :class:`AttemptsExhausted`.
         """
         moment = self._moment(now)
-        draw = _check_random(random)
-        answer = self._apply(self._end_input(moment), moment, draw)
-        # Not None: _apply runs only outcomes that answer for a call with a draw.
+        end = _End(moment, _check_random(random))
+        answer = self._fire(POLICY_TRANSITIONS, _HANDLERS, self._end_input(moment), end)
+        self._last_now = moment
+        # Not None: the table answers each of the three ends.
         return cast("RetryScheduled | AttemptsExhausted", answer)
 
     # -- internals ------------------------------------------------------------
@@ -438,71 +443,53 @@ class ProxyPolicy:
     def _moment(self, now: object) -> float:
         """Validate ``now``: a time, and not before one already accepted.
 
-        It is remembered only once the call succeeded (in :meth:`_apply`),
-        so a refused call changes nothing.
+        It is remembered only once the call's move was made, so a refused
+        call changes nothing.
         """
         moment = _check_time("now", now)
         if self._last_now is not None and moment < self._last_now:
             raise ValueError(f"now went back from {self._last_now!r} to {moment!r}")
         return moment
 
-    def _apply(
-        self, what: PolicyInput, moment: float | None = None, draw: float | None = None
-    ) -> _Answer:
-        """Look ``(state, what)`` up in the table, run its outcome, move on.
+    def _refusal(self, what: PolicyInput) -> str:
+        """Why ``what`` is refused in the current state, said for the call."""
+        state = self._state
+        call = what.value.split(",")[0]
+        reason = _WHY_NOT_FOR.get((state, what), _WHY_NOT[state])
+        return f"{call} is not allowed in state {state.name}: {reason}"
 
-        ``moment`` and ``draw`` are the call's time and random draw, for the
-        calls that pass them.
-        """
-        try:
-            following, outcome = POLICY_TRANSITIONS[(self._state, what)]
-        except KeyError:
-            raise LocalProtocolError(_refusal(self._state, what)) from None
-        call = _Call(what, outcome, moment, draw)
-        # Only ask_ended() passes a draw, and only it is answered: a table
-        # giving it no answer, or giving one to a call that drops it, is broken.
-        if (outcome in _ANSWERS) is (draw is None):
-            raise ValueError(
-                call.misfit("which does not answer it")
-                if draw is not None
-                else call.misfit("which answers ask_ended() only")
-            )
-        answer = _HANDLERS[outcome](self, call)
-        self._state = following
-        if moment is not None:
-            self._last_now = moment
-        return answer
+    # -- the outcomes' handlers: one per PolicyOutcome, named in _HANDLERS ------
+    # Each takes what its call brings: nothing, the call's time, or (for
+    # ask_ended()) its time and random draw.
 
-    # -- the outcomes' handlers: one per PolicyOutcome -------------------------
-
-    def _do_nothing(self, call: _Call) -> _Answer:
+    def _do_nothing(self, brought: object) -> _Answer:
         return None
 
-    def _note_open(self, call: _Call) -> _Answer:
-        self._opened_at = call.time()
+    def _note_open(self, now: float) -> _Answer:
+        self._opened_at = now
         return None
 
-    def _note_delivery(self, call: _Call) -> _Answer:
+    def _note_delivery(self, brought: object) -> _Answer:
         self._delivered += 1
         return None
 
-    def _retry_reset(self, call: _Call) -> _Answer:
+    def _retry_reset(self, end: _End) -> _Answer:
         self._failures = 0
-        return self._schedule(call)
+        return self._schedule(end)
 
-    def _retry_counted(self, call: _Call) -> _Answer:
+    def _retry_counted(self, end: _End) -> _Answer:
         self._failures += 1
-        return self._schedule(call)
+        return self._schedule(end)
 
-    def _give_up(self, call: _Call) -> _Answer:
+    def _give_up(self, end: _End) -> _Answer:
         self._failures += 1
         self._forget_path()
         return AttemptsExhausted(attempts=self._failures)
 
-    def _schedule(self, call: _Call) -> RetryScheduled:
+    def _schedule(self, end: _End) -> RetryScheduled:
         """The next ask after ``failures`` consecutive unhealthy ends."""
-        delay = self._backoff.delay(self._failures, call.random())
-        self._ask_at = call.time() + delay
+        delay = self._backoff.delay(self._failures, end.random)
+        self._ask_at = end.now + delay
         self._forget_path()
         return RetryScheduled(delay=delay, attempt=self._failures + 1)
 
@@ -514,41 +501,8 @@ class ProxyPolicy:
 #: What a transition hands back: ``ask_ended()``'s answer, or nothing.
 _Answer = RetryScheduled | AttemptsExhausted | None
 
-
-class _Call(NamedTuple):
-    """One call as a handler sees it: its input, the outcome, its time and draw."""
-
-    what: PolicyInput
-    outcome: PolicyOutcome
-    moment: float | None
-    draw: float | None
-
-    def time(self) -> float:
-        """The call's time; a table giving this outcome to an untimed call is broken."""
-        if self.moment is None:
-            raise ValueError(self.misfit("which needs a time that call does not pass"))
-        return self.moment
-
-    def random(self) -> float:
-        """The call's random draw (only ``ask_ended()`` passes one)."""
-        if self.draw is None:
-            raise ValueError(self.misfit("which needs a random draw that call does not pass"))
-        return self.draw
-
-    def misfit(self, why: str) -> str:
-        """Why the table's row does not fit this call."""
-        return (
-            f"POLICY_TRANSITIONS gives {self.what.value!r} the outcome {self.outcome.name}, {why}"
-        )
-
-
-#: The outcomes that answer ``ask_ended()``.
-_ANSWERS: Final = frozenset(
-    {PolicyOutcome.RETRY_RESET, PolicyOutcome.RETRY_COUNTED, PolicyOutcome.GIVE_UP}
-)
-
-#: The dispatch: what each outcome of :data:`POLICY_TRANSITIONS` does.
-_HANDLERS: Final[Mapping[PolicyOutcome, Callable[[ProxyPolicy, _Call], _Answer]]] = {
+#: What each outcome of :data:`POLICY_TRANSITIONS` does.
+_HANDLERS: Final[Mapping[PolicyOutcome, Handler[_Answer]]] = {
     PolicyOutcome.NOTHING: ProxyPolicy._do_nothing,
     PolicyOutcome.NOTE_OPEN: ProxyPolicy._note_open,
     PolicyOutcome.NOTE_DELIVERY: ProxyPolicy._note_delivery,

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from ..errors import PlaintextTokenRefused
+
 __all__ = [
     "DEFAULT_PORTS",
     "Endpoint",
@@ -155,10 +157,6 @@ def is_loopback(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
-
-
-class PlaintextTokenRefused(ValueError):
-    """A bearer token would go over plain HTTP to a host that is not loopback."""
 
 
 def check_token_transport(

@@ -1,16 +1,16 @@
-"""What the sans-IO drivers ask their adapter to do.
+"""What the sans-IO drivers ask their adapter to do, and the reports that answer it.
 
 A driver does no I/O: its ``next_action(now)`` returns one of these, the
 adapter performs it, reports what happened with the driver's methods (named
 on each action), and asks for the next one.
 
-- The listener (:class:`~.listening.ListenDriver`): :class:`Connect`,
+- The listener (:class:`~.listen.ListenDriver`): :class:`Connect`,
   :class:`Send`, :class:`Receive`, :class:`Sleep`, :class:`Deliver`,
   :class:`Disconnect`, :class:`Stop` (:data:`ListenAction`). A proxy's
-  exchange (:class:`~.proxying.ExchangeDriver`) asks for the same ones and
-  takes the same reports (:class:`ClientDriver`), so one adapter loop
-  performs both.
-- A served connection (:class:`~.serving.ServingConnection`): :class:`Write`,
+  exchange (:class:`~.proxy.ExchangeDriver`) asks for the same ones and
+  takes the same reports: both are a :class:`ClientDriver`, which answers
+  those reports once for both, so one adapter loop performs both.
+- A served connection (:class:`~.serve.ServingConnection`): :class:`Write`,
   :class:`WaitUntil`, :class:`RunHandler`, :class:`Close`
   (:data:`ServeAction`).
 
@@ -19,16 +19,21 @@ Like events, actions are frozen, slotted, keyword-only attrs classes.
 
 from __future__ import annotations
 
+import enum
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
 
+from ..errors import LocalProtocolError
 from ..events import Event
 from ..mcp.model import ErrorData, Notification
+from ..transitions import Handler, TableMachine
 from ..wire.asks import Ask
 
 if TYPE_CHECKING:
+    from ..client.connection import ExchangeConnection, ProxyConnection
     from ..client.urls import Endpoint
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "ExchangeResult",
     "ListenAction",
     "Receive",
+    "Rules",
     "RunHandler",
     "Send",
     "ServeAction",
@@ -57,8 +63,7 @@ __all__ = [
 class Connect:
     """Open a TCP connection to ``host``:``port`` within ``timeout`` seconds.
 
-    Report :meth:`~.listening.ListenDriver.connected` or
-    :meth:`~.listening.ListenDriver.connect_failed`.
+    Report :meth:`ClientDriver.connected` or :meth:`ClientDriver.connect_failed`.
     """
 
     host: str
@@ -68,7 +73,7 @@ class Connect:
 
 @attrs.frozen(kw_only=True)
 class Send:
-    """Write ``data``; on a socket error report :meth:`~.listening.ListenDriver.connection_lost`."""
+    """Write ``data``; on a socket error report :meth:`ClientDriver.connection_lost`."""
 
     data: bytes
 
@@ -77,8 +82,8 @@ class Send:
 class Receive:
     """Read what the socket has (one large read), waiting at most ``timeout`` seconds.
 
-    Report :meth:`~.listening.ListenDriver.data_received` (``b""`` at end of file),
-    :meth:`~.listening.ListenDriver.timed_out` or :meth:`~.listening.ListenDriver.connection_lost`.
+    Report :meth:`ClientDriver.data_received` (``b""`` at end of file),
+    :meth:`ClientDriver.timed_out` or :meth:`ClientDriver.connection_lost`.
     """
 
     timeout: float
@@ -105,27 +110,149 @@ class Disconnect:
 
 @attrs.frozen(kw_only=True)
 class Stop:
-    """The listener is finished: close everything and return."""
+    """The driver is finished: close everything and return."""
 
 
 ListenAction = Connect | Send | Receive | Sleep | Deliver | Disconnect | Stop
 
 
-class ClientDriver(Protocol):
+_DISCONNECT: Final = Disconnect()
+_STOP: Final = Stop()
+
+#: A driver's table, ``(state, input) -> (next state, outcome)``, and its outcomes' handlers.
+Rules = tuple[Mapping[Any, tuple[enum.Enum, enum.Enum]], Mapping[Any, Handler[Any]]]
+
+
+class ClientDriver(TableMachine[enum.Enum, enum.Enum]):
     """A driver of outgoing connections: the actions above, and the reports they name.
 
-    :class:`~.listening.ListenDriver` and :class:`~.proxying.ExchangeDriver`
-    are both; an adapter's loop that performs one performs the other.
+    :class:`~.listen.ListenDriver` and :class:`~.proxy.ExchangeDriver` are
+    both; an adapter's loop that performs one performs the other. Each ask
+    is one connection: ``Connect``, the ask sent (``Send``), its answer read
+    (``Receive``) until it ends (``Disconnect``). The reports are answered
+    here, once for both: each is an input of the subclass's table, and its
+    input enum names them ``CONNECTED``, ``CONNECT_FAILED``, ``DATA``,
+    ``DATA_ENDS``, ``LOST`` and ``TIMED_OUT``. A move's value is what the
+    call brought (``None`` when nothing); its time, the adapter's clock at
+    the call, is ``_now`` while the handler runs.
+
+    A subclass calls ``__init__`` with where to connect and how long
+    ``Connect`` and ``Receive`` may wait, sets ``_INPUTS`` (its input enum) and
+    ``_NAME`` (what the refusals call it), and says which table it follows
+    (:meth:`_rules`), which input ``next_action()`` is (:meth:`_next_input`)
+    and what the bytes that arrive bring (:meth:`_received`).
     """
 
-    @property
-    def endpoint(self) -> Endpoint: ...
-    def next_action(self, now: float) -> ListenAction: ...
-    def connected(self, now: float) -> None: ...
-    def connect_failed(self, now: float, reason: str) -> None: ...
-    def data_received(self, now: float, data: bytes) -> None: ...
-    def connection_lost(self, now: float, reason: str) -> None: ...
-    def timed_out(self, now: float) -> None: ...
+    #: Where the connections go.
+    endpoint: Endpoint
+    _INPUTS: ClassVar[type[enum.Enum]]
+    _NAME: ClassVar[str]
+    #: The connection of the ask in progress.
+    _connection: ProxyConnection | ExchangeConnection | None
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        state: enum.Enum,
+        *,
+        connect_timeout: float,
+        receive_timeout: float,
+    ) -> None:
+        self.endpoint = endpoint
+        self._state = state
+        self._connect_action = Connect(
+            host=endpoint.host, port=endpoint.port, timeout=connect_timeout
+        )
+        self._receive_action = Receive(timeout=receive_timeout)
+        #: The adapter's clock at the call being answered: the time of its move.
+        self._now = 0.0
+        inputs = self._INPUTS
+        #: What bytes that arrive are: the answer goes on, or it ended (looked up once, as
+        #: every read is one of them).
+        self._data_inputs = (inputs["DATA"], inputs["DATA_ENDS"])
+        #: What the moves queued for the adapter, given out before the next move.
+        self._actions: deque[ListenAction] = deque()
+
+    # -- the adapter's calls --------------------------------------------------------------------
+
+    def next_action(self, now: float) -> ListenAction:
+        """What the adapter does next."""
+        if self._actions:
+            return self._actions.popleft()
+        action: ListenAction = self._move(self._next_input(now), now)
+        return action
+
+    def connected(self, now: float) -> None:
+        """The connection of the ask is made: send the ask."""
+        self._move(self._INPUTS["CONNECTED"], now)
+
+    def connect_failed(self, now: float, reason: str) -> None:
+        """No connection could be made for the ask; ``reason`` says why."""
+        self._move(self._INPUTS["CONNECT_FAILED"], now, reason)
+
+    def data_received(self, now: float, data: bytes) -> None:
+        """Bytes of the answer arrived; ``b""`` is the end of file."""
+        goes_on, ends = self._data_inputs
+        table, handlers = self._rules()
+        state = self._state
+        if (state, goes_on) not in table and (state, ends) not in table:
+            # Refused before the connection takes the bytes: a refusal changes nothing.
+            raise LocalProtocolError(self._refusal(goes_on))
+        self._now = now
+        brought, ended = self._received(data)
+        self._fire(table, handlers, ends if ended else goes_on, brought)
+
+    def connection_lost(self, now: float, reason: str) -> None:
+        """Sending or receiving failed (reset, broken pipe): the answer ends abruptly.
+
+        ``reason`` (for people) says how; the answer ends as ``StreamBroken``
+        whatever its body's framing.
+        """
+        self._move(self._INPUTS["LOST"], now, f"the connection was lost: {reason}")
+
+    def timed_out(self, now: float) -> None:
+        """``Receive`` waited its ``timeout`` and got nothing."""
+        self._move(self._INPUTS["TIMED_OUT"], now)
+
+    # -- what a subclass says -------------------------------------------------------------------
+
+    def _rules(self) -> Rules:
+        """The table and the handlers, as the subclass's module holds them now."""
+        raise NotImplementedError
+
+    def _next_input(self, now: float) -> enum.Enum:
+        """Which input ``next_action(now)`` is."""
+        raise NotImplementedError
+
+    def _received(self, data: bytes) -> tuple[object, bool]:
+        """Give ``data`` to the connection: what the move carries, and whether the answer ended."""
+        raise NotImplementedError
+
+    # -- the moves and the outcomes both drivers share ------------------------------------------
+
+    def _refusal(self, what: enum.Enum) -> str:
+        call = what.value.split(",")[0]  # the call of "next_action(), an ask is open"
+        return f"{call} is not allowed now: the {self._NAME} is {self._state.value}"
+
+    def _move(self, what: enum.Enum, now: float, value: object = None) -> Any:
+        """Make the move the table gives ``what`` at ``now``, and return its result."""
+        self._now = now
+        table, handlers = self._rules()
+        return self._fire(table, handlers, what, value)
+
+    def _send_ask(self, value: object) -> None:
+        connection = self._connection
+        assert connection is not None  # made when the connection was asked for
+        self._actions.append(Send(data=connection.data_to_send()))
+
+    def _receive_next(self, value: object) -> Receive:
+        return self._receive_action
+
+    def _stop(self, value: object) -> Stop:
+        return _STOP
+
+    def _disconnect(self) -> None:
+        self._actions.append(_DISCONNECT)
 
 
 # --- a served connection ---------------------------------------------------------------------
@@ -136,7 +263,7 @@ class Write:
     """Write ``data`` to the socket (all of it), then ask for the next action.
 
     If the peer takes no byte of it for the server's ``stall_timeout``
-    seconds, stop and report :meth:`~.serving.ServingConnection.write_stalled`
+    seconds, stop and report :meth:`~.serve.ServingConnection.write_stalled`
     instead (the connection is then cut off).
     """
 
@@ -148,7 +275,7 @@ class WaitUntil:
     """Wait until ``deadline`` (``None``: no deadline), the ``wake`` callback, or data.
 
     While waiting, read the socket if ``wants_read`` and report what comes
-    with :meth:`~.serving.ServingConnection.data_received`; then ask for the
+    with :meth:`~.serve.ServingConnection.data_received`; then ask for the
     next action. A deadline already past (more of the path is queued) means
     no waiting, only a turn for the rest of the program: the other
     connections, and a listener in the same process.
@@ -162,8 +289,8 @@ class WaitUntil:
 class RunHandler:
     """Call the exchange handler with ``ask``.
 
-    Report its answer with :meth:`~.serving.ServingConnection.handler_answered`, or
-    :meth:`~.serving.ServingConnection.handler_failed` if it raised. The connection
+    Report its answer with :meth:`~.serve.ServingConnection.handler_answered`, or
+    :meth:`~.serve.ServingConnection.handler_failed` if it raised. The connection
     may go on meanwhile (an async adapter keeps reading and asking for
     actions).
     """

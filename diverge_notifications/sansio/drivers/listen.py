@@ -29,14 +29,12 @@ Nothing here opens sockets, sleeps, reads a clock or draws random numbers:
 
 from __future__ import annotations
 
-import enum
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..client.connection import ProxyConnection
 from ..client.policy import ProxyPolicy
-from ..client.urls import check_token_transport, parse_url
+from ..client.urls import Endpoint, check_token_transport, parse_url
 from ..errors import LocalProtocolError
 from ..events import (
     NEED_DATA,
@@ -49,10 +47,9 @@ from ..events import (
     StreamOpened,
 )
 from ..mcp.model import Notification
-from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
-from ..wire.profiles import Profile
-from .actions import Connect, Deliver, Disconnect, ListenAction, Receive, Send, Sleep, Stop
-from .settings import DEFAULT_KEEPALIVE_INTERVAL, check_positive
+from ..transitions import TableEnum
+from .actions import ClientDriver, Connect, Deliver, Rules, Sleep
+from .settings import DEFAULT_CONNECT_TIMEOUT, ClientSettings
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -65,9 +62,6 @@ __all__ = [
     "idle_timeout_reason",
 ]
 
-#: Seconds a listener waits for a TCP connection to be made.
-DEFAULT_CONNECT_TIMEOUT: Final = 10.0
-
 
 def idle_timeout_reason(seconds: float) -> str:
     """The ``StreamBroken`` reason of a path that stayed silent too long."""
@@ -79,14 +73,10 @@ def idle_timeout_reason(seconds: float) -> str:
 TLS_HINT: Final = "; if the server speaks TLS, use an https:// URL"
 
 
-_DISCONNECT: Final = Disconnect()
-_STOP: Final = Stop()
-
-
 # --- the table -------------------------------------------------------------------------------
 
 
-class ListenState(enum.Enum):
+class ListenState(TableEnum):
     """Where a listener is."""
 
     #: No ask open: the next action is a sleep or a new ask.
@@ -99,7 +89,7 @@ class ListenState(enum.Enum):
     STOPPED = "stopped"
 
 
-class ListenInput(enum.Enum):
+class ListenInput(TableEnum):
     """What happens to a listener.
 
     ``next_action()`` is one of four inputs, chosen by the policy (see
@@ -119,7 +109,7 @@ class ListenInput(enum.Enum):
     TIMED_OUT = "timed_out()"
 
 
-class ListenOutcome(enum.Enum):
+class ListenOutcome(TableEnum):
     """What a transition does besides changing the state."""
 
     CONNECT = "ask started; Connect"
@@ -159,12 +149,8 @@ LISTEN_TRANSITIONS: Final[
     (_OPEN, _In.TIMED_OUT): (_IDLE, _Out.SILENCE),
 }
 
-_DATA_STATES: Final = frozenset(
-    state for (state, what) in LISTEN_TRANSITIONS if what in (_In.DATA, _In.DATA_ENDS)
-)
 
-
-class ListenDriver:
+class ListenDriver(ClientDriver):
     """The listener's decisions, with the I/O left to the adapter.
 
     Each ask is one :class:`ProxyConnection` on a fresh connection; the
@@ -184,56 +170,71 @@ class ListenDriver:
     even a keep-alive frame) is broken: the driver ends it with
     ``StreamBroken(reason="idle timeout: no data for N s")`` and asks again.
 
-    The ask is built once here, as every attempt builds it: a ``token`` (or
-    an authority) that cannot go into a request (empty, non-ASCII, a control
-    character, trailing white space...) is a :class:`ValueError` now, not a
-    failure of the first attempt. So is a ``token`` that would go in
-    cleartext (an ``http://`` URL) to a host that is not loopback, unless
-    ``allow_plaintext_token`` (:func:`~.urls.check_token_transport`).
-    An ``https://`` URL is the adapters' to wrap in TLS: the driver sees
-    the same bytes, and connects to port 443 unless told another.
+    The options come whole, as :class:`~.settings.ClientSettings`
+    (:attr:`settings`; the defaults when omitted), checked once when they
+    were made. The first ask is built here, as every attempt
+    builds it: a ``token`` (or an authority) that cannot go into a request
+    (empty, non-ASCII, a control character, trailing white space...) is a
+    :class:`ValueError` now, not a failure of the first attempt. So is a
+    ``token`` that would go in cleartext (an ``http://`` URL) to a host
+    that is not loopback, unless ``allow_plaintext_token``
+    (:func:`~..client.urls.check_token_transport`). An ``https://`` URL is the
+    adapters' to wrap in TLS: the driver sees the same bytes, and connects
+    to port 443 unless told another.
     """
+
+    _state: ListenState
+    _INPUTS = ListenInput
+    _NAME = "listener"
 
     def __init__(
         self,
         url: str,
+        settings: ClientSettings | None = None,
         *,
-        token: str | None = None,
-        events: bool = False,
         policy: ProxyPolicy | None = None,
-        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-        profile: Profile = Profile.PROVIDER,
-        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        random: Callable[[], float] | None = None,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        allow_plaintext_token: bool = False,
     ) -> None:
-        check_positive("keepalive_interval", keepalive_interval)
-        check_positive("connect_timeout", connect_timeout)
-        self.endpoint = parse_url(url)
-        check_token_transport(self.endpoint, token, allow_plaintext_token=allow_plaintext_token)
+        self._start(parse_url(url), settings if settings is not None else ClientSettings(), policy)
+
+    @classmethod
+    def with_settings(
+        cls, endpoint: Endpoint, settings: ClientSettings, policy: ProxyPolicy | None = None
+    ) -> ListenDriver:
+        """A listener of ``endpoint`` with options checked already (a proxy's, for each reader)."""
+        driver = cls.__new__(cls)
+        driver._start(endpoint, settings, policy)
+        return driver
+
+    def _start(
+        self, endpoint: Endpoint, settings: ClientSettings, policy: ProxyPolicy | None
+    ) -> None:
+        check_token_transport(
+            endpoint, settings.token, allow_plaintext_token=settings.allow_plaintext_token
+        )
         self.policy = policy if policy is not None else ProxyPolicy(require_exchange=False)
         if self.policy.ask_at() is None and not self.policy.exhausted:
             raise ValueError(
                 "the policy does not allow an ask now; a listener asks without a first "
                 "exchange: pass ProxyPolicy(require_exchange=False)"
             )
-        self.idle_timeout = 3.0 * keepalive_interval
-        self._token = token
-        self._events = events
-        self._profile = profile
-        self._max_frame_size = max_frame_size
-        self._random = random if random is not None else _middle
-        self._connect_timeout = connect_timeout
-        self._receive = Receive(timeout=self.idle_timeout)
-        self._state = ListenState.IDLE
+        #: The options, checked once.
+        self.settings = settings
+        self.idle_timeout = 3.0 * settings.keepalive_interval
+        super().__init__(
+            endpoint,
+            ListenState.IDLE,
+            connect_timeout=settings.connect_timeout,
+            receive_timeout=self.idle_timeout,
+        )
+        self._random = settings.random if settings.random is not None else _middle
         self._connection: ProxyConnection | None = None
         #: True while a plain HTTP connection got nothing back and was not
         #: given up for silence: if it ends now, the server may speak TLS.
         self._tls_unsaid = False
-        self._actions: deque[ListenAction] = deque()
+        # The first attempt's connection, made now, so that what no ask could carry is
+        # refused here; the first Connect takes it.
         try:
-            self._new_connection()
+            self._first_connection: ProxyConnection | None = self._new_connection()
         except LocalProtocolError as error:
             raise ValueError(f"the listener cannot ask: {error}") from None
 
@@ -247,46 +248,10 @@ class ListenDriver:
         """The :class:`ProxyConnection` of the ask in progress, if any."""
         return self._connection
 
-    def next_action(self, now: float) -> ListenAction:
-        """What the adapter does next."""
-        if self._actions:
-            return self._actions.popleft()
-        action: ListenAction = self._step(self._next_input(now), now)
-        return action
+    # -- what the base asks of a driver ---------------------------------------------
 
-    def connected(self, now: float) -> None:
-        """The connection of the current ask is made: send the ask."""
-        self._step(_In.CONNECTED, now)
-
-    def connect_failed(self, now: float, reason: str) -> None:
-        """No connection could be made for the current ask; ``reason`` says why."""
-        self._step(_In.CONNECT_FAILED, now, reason)
-
-    def data_received(self, now: float, data: bytes) -> None:
-        """Bytes arrived on the path; ``b""`` is the end of file."""
-        connection = self._connection
-        if self._state not in _DATA_STATES or connection is None:
-            raise LocalProtocolError(self._refusal(_In.DATA))
-        if data:
-            self._tls_unsaid = False
-        connection.receive_data(data)
-        delivered, ended = self._drain(now, connection)
-        self._step(_In.DATA_ENDS if ended else _In.DATA, now, delivered)
-
-    def connection_lost(self, now: float, reason: str) -> None:
-        """Sending or receiving failed (reset, broken pipe): the path ended abruptly.
-
-        ``reason`` (for people) says how; the path ends as ``StreamBroken``
-        whatever its body's framing.
-        """
-        self._step(_In.LOST, now, f"the connection was lost: {reason}")
-
-    def timed_out(self, now: float) -> None:
-        """``Receive`` waited :attr:`idle_timeout` seconds and got nothing."""
-        self._tls_unsaid = False  # a TLS server answers a request that is not TLS at once
-        self._step(_In.TIMED_OUT, now, idle_timeout_reason(self.idle_timeout))
-
-    # -- internals ----------------------------------------------------------------
+    def _rules(self) -> Rules:
+        return LISTEN_TRANSITIONS, _HANDLERS
 
     def _next_input(self, now: float) -> ListenInput:
         """Which input ``next_action(now)`` is: the policy's say on the next ask."""
@@ -298,82 +263,75 @@ class ListenDriver:
             return _In.READ
         return _In.ASK_LATER if ask_at > now else _In.ASK_DUE
 
-    def _refusal(self, what: ListenInput) -> str:
-        call = what.value.split(",")[0]
-        return f"{call} is not allowed now: the listener is {self._state.value}"
+    def _received(self, data: bytes) -> tuple[list[Notification | Event], bool]:
+        connection = self._connection
+        assert connection is not None  # an ask is open in every state that takes data
+        if data:
+            self._tls_unsaid = False
+        connection.receive_data(data)
+        return self._drain(connection)
 
-    def _step(self, what: ListenInput, now: float, value: Any = None) -> Any:
-        try:
-            state, outcome = LISTEN_TRANSITIONS[(self._state, what)]
-        except KeyError:
-            raise LocalProtocolError(self._refusal(what)) from None
-        self._state = state
-        return _HANDLERS[outcome](self, now, value)
+    # -- the outcomes -----------------------------------------------------------------
 
-    def _connect(self, now: float, value: object) -> Connect:
-        self.policy.ask_started(now)
-        self._connection = self._new_connection()
+    def _connect(self, value: object) -> Connect:
+        self.policy.ask_started(self._now)
+        first, self._first_connection = self._first_connection, None
+        self._connection = first if first is not None else self._new_connection()
         self._tls_unsaid = not self.endpoint.tls
-        endpoint = self.endpoint
-        return Connect(host=endpoint.host, port=endpoint.port, timeout=self._connect_timeout)
+        return self._connect_action
 
-    def _sleep(self, now: float, value: object) -> Sleep:
+    def _sleep(self, value: object) -> Sleep:
         ask_at = self.policy.ask_at()
         assert ask_at is not None
-        return Sleep(delay=ask_at - now)
+        return Sleep(delay=ask_at - self._now)
 
-    def _stop(self, now: float, value: object) -> Stop:
-        return _STOP
-
-    def _receive_next(self, now: float, value: object) -> Receive:
-        return self._receive
-
-    def _send_ask(self, now: float, value: object) -> None:
-        assert self._connection is not None
-        self._actions.append(Send(data=self._connection.data_to_send()))
-
-    def _fail(self, now: float, reason: str) -> None:
+    def _fail(self, reason: str) -> None:
         self._connection = None
         delivered: list[Notification | Event] = []
-        if self._events:
+        if self.settings.events:
             delivered.append(ConnectionFailed(reason=reason))
-        self._end_ask(now, delivered)
+        self._end_ask(delivered)
 
-    def _deliver(self, now: float, delivered: list[Notification | Event]) -> None:
+    def _deliver(self, delivered: list[Notification | Event]) -> None:
         if delivered:
             self._actions.append(Deliver(items=tuple(delivered)))
 
-    def _end(self, now: float, delivered: list[Notification | Event]) -> None:
+    def _end(self, delivered: list[Notification | Event]) -> None:
         self._connection = None
-        self._actions.append(_DISCONNECT)
-        self._end_ask(now, delivered)
+        self._disconnect()
+        self._end_ask(delivered)
 
-    def _cut(self, now: float, reason: str) -> None:
+    def _cut(self, reason: str) -> None:
         connection = self._connection
         assert connection is not None
         # The reason replaces the connection's own, whatever the body's framing.
         connection.connection_lost(reason)
-        delivered, _ = self._drain(now, connection)
-        self._end(now, delivered)
+        delivered, _ = self._drain(connection)
+        self._end(delivered)
+
+    def _silence(self, value: object) -> None:
+        self._tls_unsaid = False  # a TLS server answers a request that is not TLS at once
+        self._cut(idle_timeout_reason(self.idle_timeout))
+
+    # -- internals ----------------------------------------------------------------------
 
     def _new_connection(self) -> ProxyConnection:
         endpoint = self.endpoint
+        settings = self.settings
         return ProxyConnection(
             endpoint.authority,
-            token=self._token,
-            profile=self._profile,
-            max_frame_size=self._max_frame_size,
+            token=settings.token,
+            profile=settings.profile,
+            max_frame_size=settings.max_frame_size,
             target=endpoint.target,
         )
 
-    def _drain(
-        self, now: float, connection: ProxyConnection
-    ) -> tuple[list[Notification | Event], bool]:
+    def _drain(self, connection: ProxyConnection) -> tuple[list[Notification | Event], bool]:
         """What the connection has for the caller, and whether the path ended."""
         delivered: list[Notification | Event] = []
         append = delivered.append
         next_event = connection.next_event
-        events = self._events
+        events = self.settings.events
         policy = self.policy
         # What the policy weighs is whether the path delivered, not how much
         # (a path that delivered is a healthy one): it is told once per read,
@@ -390,7 +348,7 @@ class ListenDriver:
                 append(event if events else event.notification)
                 continue
             if isinstance(event, StreamOpened):
-                policy.path_opened(now)
+                policy.path_opened(self._now)
             elif type(event) is StreamBroken and self._tls_unsaid:
                 # Over http://, an end before any byte of an answer is what a
                 # TLS server does with a request that is not TLS: say so.
@@ -400,9 +358,9 @@ class ListenDriver:
             if isinstance(event, ReaskNeeded):
                 return delivered, True
 
-    def _end_ask(self, now: float, delivered: list[Notification | Event]) -> None:
-        outcome = self.policy.ask_ended(now, self._random())
-        if self._events:
+    def _end_ask(self, delivered: list[Notification | Event]) -> None:
+        outcome = self.policy.ask_ended(self._now, self._random())
+        if self.settings.events:
             delivered.append(outcome)
         if delivered:
             self._actions.append(Deliver(items=tuple(delivered)))
@@ -415,7 +373,7 @@ def _middle() -> float:
     return 0.5
 
 
-_HANDLERS: Final[Mapping[ListenOutcome, Callable[[ListenDriver, float, Any], Any]]] = {
+_HANDLERS: Final[Mapping[ListenOutcome, Callable[[ListenDriver, Any], Any]]] = {
     _Out.CONNECT: ListenDriver._connect,
     _Out.SLEEP: ListenDriver._sleep,
     _Out.STOP: ListenDriver._stop,
@@ -425,5 +383,5 @@ _HANDLERS: Final[Mapping[ListenOutcome, Callable[[ListenDriver, float, Any], Any
     _Out.DELIVER: ListenDriver._deliver,
     _Out.END: ListenDriver._end,
     _Out.CUT: ListenDriver._cut,
-    _Out.SILENCE: ListenDriver._cut,
+    _Out.SILENCE: ListenDriver._silence,
 }

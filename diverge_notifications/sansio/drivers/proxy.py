@@ -10,14 +10,14 @@ module decides all of it; the adapters' ``Proxy`` classes move the bytes.
 - :class:`ExchangeDriver` is one exchange: an :class:`ExchangeConnection` on
   a fresh connection. Its actions are the listener's (:class:`Connect`,
   :class:`Send`, :class:`Receive`, :class:`Disconnect`, :class:`Stop`) and
-  it takes the listener's reports (:class:`~.actions.ClientDriver`), so the
-  loop an adapter runs for :func:`listen` runs an exchange too. Its states
+  it takes the listener's reports: both are a :class:`~.actions.ClientDriver`,
+  so the loop an adapter runs for ``listen()`` runs an exchange too. Its states
   and what moves it between them are one table,
   :data:`EXCHANGE_DRIVER_TRANSITIONS`.
 - :class:`ProxyDriver` holds the :class:`ProxyPolicy` (by default
   ``require_exchange=True``), makes the exchanges, unlocks the notification
   ask when the first one is answered, and gives one reader at a time a
-  :class:`~.listening.ListenDriver` on that policy for it. The re-asks,
+  :class:`~.listen.ListenDriver` on that policy for it. The re-asks,
   their backoff and the idle timeout are the listener driver's, as for
   ``listen()``.
 
@@ -29,14 +29,12 @@ parameters.
 
 from __future__ import annotations
 
-import enum
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..client.connection import ExchangeConnection
 from ..client.policy import PolicyState, ProxyPolicy
-from ..client.urls import Endpoint, parse_url
+from ..client.urls import Endpoint, check_token_transport, parse_url
 from ..errors import LocalProtocolError
 from ..events import (
     NEED_DATA,
@@ -49,16 +47,16 @@ from ..events import (
     StreamErrored,
 )
 from ..mcp.model import ErrorData
+from ..transitions import TableEnum
 from ..wire.asks import Ask, Exchange
-from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
-from ..wire.profiles import Profile
-from .actions import Connect, Disconnect, ListenAction, Receive, Send, Stop
-from .listen import DEFAULT_CONNECT_TIMEOUT, ListenDriver, ListenState
-from .settings import DEFAULT_KEEPALIVE_INTERVAL, check_positive
+from .actions import ClientDriver, Connect, Rules
+from .listen import ListenDriver, ListenState
+from .settings import (
+    ClientSettings,
+)
 
 __all__ = [
     "ABANDONED",
-    "DEFAULT_EXCHANGE_TIMEOUT",
     "EXCHANGE_DRIVER_TRANSITIONS",
     "STOPPED_READING",
     "ExchangeDriver",
@@ -75,17 +73,10 @@ __all__ = [
     "result_object",
 ]
 
-#: Seconds a proxy waits for an exchange's answer: longer than a relay gives
-#: a forwarded call (300 s), so that the relay's own timeout error is what
-#: arrives, not a silence.
-DEFAULT_EXCHANGE_TIMEOUT: Final = 330.0
 #: Why the ask in progress ended when its reader stopped reading.
 STOPPED_READING: Final = "the proxy stopped reading its notifications"
 #: Why an exchange ended that its adapter stopped performing.
 ABANDONED: Final = "the proxy stopped the exchange"
-
-_DISCONNECT: Final = Disconnect()
-_STOP: Final = Stop()
 
 
 # --- the exchanges' params -------------------------------------------------------------------
@@ -184,7 +175,7 @@ class ExchangeFailed(Exception):
 # --- one exchange: the table -----------------------------------------------------------------
 
 
-class ExchangeDriverState(enum.Enum):
+class ExchangeDriverState(TableEnum):
     """Where one exchange is."""
 
     #: Nothing done yet: the next action connects.
@@ -197,7 +188,7 @@ class ExchangeDriverState(enum.Enum):
     DONE = "done"
 
 
-class ExchangeDriverInput(enum.Enum):
+class ExchangeDriverInput(TableEnum):
     """What happens to one exchange; ``next_action()`` is one of three, by the state."""
 
     START = "next_action(), nothing done yet"
@@ -211,7 +202,7 @@ class ExchangeDriverInput(enum.Enum):
     TIMED_OUT = "timed_out()"
 
 
-class ExchangeDriverOutcome(enum.Enum):
+class ExchangeDriverOutcome(TableEnum):
     """What a transition does besides changing the state."""
 
     CONNECT = "Connect"
@@ -251,53 +242,52 @@ EXCHANGE_DRIVER_TRANSITIONS: Final[
     (_DONE, _In.FINISHED): (_DONE, _Out.STOP),
 }
 
-_DATA_STATES: Final = frozenset(
-    state for (state, what) in EXCHANGE_DRIVER_TRANSITIONS if what in (_In.DATA, _In.DATA_ENDS)
-)
 #: The events of an :class:`ExchangeConnection` after which nothing follows.
 _TERMINAL: Final = (StreamEnded, StreamErrored, NotServed, StreamBroken)
 
 
-class ExchangeDriver:
+class ExchangeDriver(ClientDriver):
     """One exchange of kinds 0-3 on one connection, with the I/O left to the adapter.
 
-    Driven as a :class:`~.listening.ListenDriver` is (the same actions and
+    Driven as a :class:`~.listen.ListenDriver` is (the same actions and
     reports), until :class:`Stop`; it delivers nothing. Then
-    :meth:`answer` says how it went. ``exchange_timeout`` bounds the wait
-    for the answer (a server writes nothing until its handler answers);
-    ``connect_timeout`` the connection. The ask's bytes are built here: a
-    ``token`` that cannot go into a request is a :class:`ValueError` now.
+    :meth:`answer` says how it went. Of the ``settings`` (a
+    :class:`~.settings.ClientSettings`, a proxy's), ``exchange_timeout``
+    bounds the wait for the answer (a server writes nothing until its
+    handler answers), ``connect_timeout`` the connection, and ``token`` and
+    ``max_frame_size`` go to the :class:`ExchangeConnection`. The ask's
+    bytes are built here: what cannot go into a request (an authority that
+    is not ASCII...) is a :class:`ValueError` now.
     """
 
+    _state: ExchangeDriverState
+    _INPUTS = ExchangeDriverInput
+    _NAME = "exchange"
+
     def __init__(
-        self,
-        endpoint: Endpoint,
-        ask: Ask,
-        *,
-        token: str | None = None,
-        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT,
+        self, endpoint: Endpoint, ask: Ask, settings: ClientSettings | None = None
     ) -> None:
-        check_positive("connect_timeout", connect_timeout)
-        check_positive("exchange_timeout", exchange_timeout)
-        self.endpoint = endpoint
+        if settings is None:
+            settings = ClientSettings()
+        super().__init__(
+            endpoint,
+            ExchangeDriverState.READY,
+            connect_timeout=settings.connect_timeout,
+            receive_timeout=settings.exchange_timeout,
+        )
         self.ask = ask
-        self.exchange_timeout = exchange_timeout
+        #: The options, checked once.
+        self.settings = settings
         try:
-            self._connection = ExchangeConnection(
+            self._connection: ExchangeConnection = ExchangeConnection(
                 endpoint.authority,
                 ask,
-                token=token,
-                max_frame_size=max_frame_size,
+                token=settings.token,
+                max_frame_size=settings.max_frame_size,
                 target=endpoint.target,
             )
         except LocalProtocolError as error:
             raise ValueError(f"the proxy cannot ask: {error}") from None
-        self._connect = Connect(host=endpoint.host, port=endpoint.port, timeout=connect_timeout)
-        self._receive = Receive(timeout=exchange_timeout)
-        self._state = ExchangeDriverState.READY
-        self._actions: deque[ListenAction] = deque()
         self._answer: ResultReceived | StreamErrored | None = None
         self._end: Event | None = None
 
@@ -330,38 +320,6 @@ class ExchangeDriver:
         assert isinstance(end, (ConnectionFailed, NotServed, StreamBroken)), end
         raise ExchangeFailed(end)
 
-    # -- the adapter's calls (those of a ListenDriver) ------------------------------------------
-
-    def next_action(self, now: float) -> ListenAction:
-        """What the adapter does next."""
-        if self._actions:
-            return self._actions.popleft()
-        action: ListenAction = self._step(self._next_input(), now)
-        return action
-
-    def connected(self, now: float) -> None:
-        """The connection is made: send the ask."""
-        self._step(_In.CONNECTED, now)
-
-    def connect_failed(self, now: float, reason: str) -> None:
-        """No connection could be made; ``reason`` says why."""
-        self._step(_In.CONNECT_FAILED, now, reason)
-
-    def data_received(self, now: float, data: bytes) -> None:
-        """Bytes of the answer arrived; ``b""`` is the end of file."""
-        if self._state not in _DATA_STATES:
-            raise LocalProtocolError(self._refusal(_In.DATA))
-        self._connection.receive_data(data)
-        self._step(_In.DATA_ENDS if self._drain() else _In.DATA, now)
-
-    def connection_lost(self, now: float, reason: str) -> None:
-        """Sending or receiving failed: the answer ends abruptly, ``reason`` says how."""
-        self._step(_In.LOST, now, f"the connection was lost: {reason}")
-
-    def timed_out(self, now: float) -> None:
-        """``Receive`` waited ``exchange_timeout`` seconds and got nothing."""
-        self._step(_In.TIMED_OUT, now, f"no answer within {self.exchange_timeout:g} s")
-
     def abandon(self, now: float, reason: str = ABANDONED) -> None:
         """The adapter stopped performing the exchange (a cancellation, a closed proxy).
 
@@ -370,15 +328,18 @@ class ExchangeDriver:
         :meth:`answer` then raises :class:`ExchangeFailed` with ``reason``.
         """
         if self._state is ExchangeDriverState.READY:
-            self._step(_In.START, now)
+            self._move(_In.START, now)
         if self._state is ExchangeDriverState.CONNECTING:
             self.connect_failed(now, reason)
         elif self._state is ExchangeDriverState.OPEN:
             self.connection_lost(now, reason)
 
-    # -- internals ----------------------------------------------------------------------------
+    # -- what the base asks of a driver ---------------------------------------------
 
-    def _next_input(self) -> ExchangeDriverInput:
+    def _rules(self) -> Rules:
+        return EXCHANGE_DRIVER_TRANSITIONS, _EXCHANGE_HANDLERS
+
+    def _next_input(self, now: float) -> ExchangeDriverInput:
         """Which input ``next_action()`` is: it depends on the state alone."""
         if self._state is ExchangeDriverState.READY:
             return _In.START
@@ -386,17 +347,31 @@ class ExchangeDriver:
             return _In.FINISHED
         return _In.READ
 
-    def _refusal(self, what: ExchangeDriverInput) -> str:
-        call = what.value.split(",")[0]
-        return f"{call} is not allowed now: the exchange is {self._state.value}"
+    def _received(self, data: bytes) -> tuple[None, bool]:
+        self._connection.receive_data(data)
+        return None, self._drain()
 
-    def _step(self, what: ExchangeDriverInput, now: float, value: Any = None) -> Any:
-        try:
-            state, outcome = EXCHANGE_DRIVER_TRANSITIONS[(self._state, what)]
-        except KeyError:
-            raise LocalProtocolError(self._refusal(what)) from None
-        self._state = state
-        return _EXCHANGE_HANDLERS[outcome](self, value)
+    # -- the outcomes -----------------------------------------------------------------
+
+    def _connect(self, value: object) -> Connect:
+        return self._connect_action
+
+    def _nothing(self, value: object) -> None:
+        pass
+
+    def _fail(self, reason: str) -> None:
+        self._end = ConnectionFailed(reason=reason)
+
+    def _ended(self, value: object) -> None:
+        self._disconnect()
+
+    def _cut(self, reason: str) -> None:
+        self._break_off(reason)
+
+    def _silence(self, value: object) -> None:
+        self._break_off(f"no answer within {self.settings.exchange_timeout:g} s")
+
+    # -- internals ----------------------------------------------------------------------
 
     def _drain(self) -> bool:
         """Take the connection's events; whether the answer is over."""
@@ -411,44 +386,23 @@ class ExchangeDriver:
                 self._end = event
         return True
 
-    def _connect_now(self, value: object) -> Connect:
-        return self._connect
-
-    def _send_ask(self, value: object) -> None:
-        self._actions.append(Send(data=self._connection.data_to_send()))
-
-    def _receive_next(self, value: object) -> Receive:
-        return self._receive
-
-    def _nothing(self, value: object) -> None:
-        pass
-
-    def _fail(self, reason: str) -> None:
-        self._end = ConnectionFailed(reason=reason)
-
-    def _ended(self, value: object) -> None:
-        self._actions.append(_DISCONNECT)
-
-    def _cut(self, reason: str) -> None:
+    def _break_off(self, reason: str) -> None:
         # The reason replaces the connection's own, whatever the body's framing.
         self._connection.connection_lost(reason)
         if not self._drain():  # pragma: no cover - a lost connection always ends the answer
             self._end = StreamBroken(reason=reason)
-        self._actions.append(_DISCONNECT)
-
-    def _stop(self, value: object) -> Stop:
-        return _STOP
+        self._disconnect()
 
 
 _EXCHANGE_HANDLERS: Final[Mapping[ExchangeDriverOutcome, Callable[[ExchangeDriver, Any], Any]]] = {
-    _Out.CONNECT: ExchangeDriver._connect_now,
+    _Out.CONNECT: ExchangeDriver._connect,
     _Out.SEND_ASK: ExchangeDriver._send_ask,
     _Out.RECEIVE: ExchangeDriver._receive_next,
     _Out.NOTHING: ExchangeDriver._nothing,
     _Out.FAIL: ExchangeDriver._fail,
     _Out.END: ExchangeDriver._ended,
     _Out.CUT: ExchangeDriver._cut,
-    _Out.SILENCE: ExchangeDriver._cut,
+    _Out.SILENCE: ExchangeDriver._silence,
     _Out.STOP: ExchangeDriver._stop,
 }
 
@@ -463,59 +417,38 @@ class ProxyDriver:
     and reports its end with :meth:`exchange_ended`. The first exchange the
     server answers (a result or an error) unlocks the notification ask
     (:attr:`may_listen`); :meth:`open_notifications` then hands out the
-    ask's :class:`~.listening.ListenDriver`, to one reader at a time, and
+    ask's :class:`~.listen.ListenDriver`, to one reader at a time, and
     :meth:`close_notifications` takes it back. Every re-ask, its backoff
     and jitter are the ``policy``'s (default ``ProxyPolicy()``, which
     requires that first exchange; with ``require_exchange=False`` the ask
     may be made at once).
 
-    The options are those of ``listen()`` (``events``, ``keepalive_interval``,
-    ``profile``, ``max_frame_size``, ``random``, ``connect_timeout`` go to
-    the notification ask) plus ``exchange_timeout``; they are all checked
-    here, as the first ask and the first exchange would check them:
-    :class:`ValueError` (or :class:`TypeError`) now.
+    The options come whole, as :attr:`settings` (a
+    :class:`~.settings.ClientSettings`, the defaults when omitted): those of
+    ``listen()``, which go to the notification ask, and ``exchange_timeout``.
+    Every exchange and every reader's ask is made with them. A ``token``
+    that would go in cleartext to a host that is not loopback is refused
+    here (:class:`~..errors.PlaintextTokenRefused`).
     """
 
     def __init__(
         self,
         url: str,
+        settings: ClientSettings | None = None,
         *,
-        token: str | None = None,
-        events: bool = False,
         policy: ProxyPolicy | None = None,
-        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
-        profile: Profile = Profile.PROVIDER,
-        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        random: Callable[[], float] | None = None,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT,
-        allow_plaintext_token: bool = False,
     ) -> None:
         self.policy = policy if policy is not None else ProxyPolicy()
         if not isinstance(self.policy, ProxyPolicy):
             raise TypeError(f"policy must be a ProxyPolicy, not {type(self.policy).__name__}")
-        self._listen_options: dict[str, Any] = {
-            "token": token,
-            "events": events,
-            "keepalive_interval": keepalive_interval,
-            "profile": profile,
-            "max_frame_size": max_frame_size,
-            "random": random,
-            "connect_timeout": connect_timeout,
-            "allow_plaintext_token": allow_plaintext_token,
-        }
-        # A listener of the same options, made and dropped, checks them all
-        # now (the real one waits for the first exchange).
-        ListenDriver(url, policy=ProxyPolicy(require_exchange=False), **self._listen_options)
+        #: The options, checked once when they were made.
+        self.settings = settings if settings is not None else ClientSettings()
         self.endpoint = parse_url(url)
-        self._url = url
-        self._exchange_options: dict[str, Any] = {
-            "token": token,
-            "max_frame_size": max_frame_size,
-            "connect_timeout": connect_timeout,
-            "exchange_timeout": exchange_timeout,
-        }
-        ExchangeDriver(self.endpoint, list_tools_ask(), **self._exchange_options)
+        check_token_transport(
+            self.endpoint,
+            self.settings.token,
+            allow_plaintext_token=self.settings.allow_plaintext_token,
+        )
         self._listener: ListenDriver | None = None
 
     @property
@@ -530,7 +463,7 @@ class ProxyDriver:
 
     def exchange(self, ask: Ask) -> ExchangeDriver:
         """The driver of one exchange of kinds 0-3 (``ask``), on a connection of its own."""
-        return ExchangeDriver(self.endpoint, ask, **self._exchange_options)
+        return ExchangeDriver(self.endpoint, ask, self.settings)
 
     def exchange_ended(self, exchange: ExchangeDriver, now: float) -> bool:
         """``exchange`` is over, or its adapter stopped it, at ``now``: may notifications be asked?
@@ -566,7 +499,7 @@ class ProxyDriver:
             raise LocalProtocolError(
                 "the proxy's notifications are being read already: it keeps one ask open"
             )
-        self._listener = ListenDriver(self._url, policy=self.policy, **self._listen_options)
+        self._listener = ListenDriver.with_settings(self.endpoint, self.settings, self.policy)
         return self._listener
 
     def close_notifications(self, now: float) -> None:

@@ -1,6 +1,6 @@
 """What a served connection tells its server, for the logs and the command line.
 
-A :class:`~.serving.ServingConnection` calls its ``report`` callback with
+A :class:`~.serve.ServingConnection` calls its ``report`` callback with
 one of these when something an operator wants to see happens: an ask
 refused (with its status and the peer), a path opened, a path ended (how,
 and what it sent and dropped), an exchange answered. The adapters log them

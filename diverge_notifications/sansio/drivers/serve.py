@@ -14,20 +14,21 @@ The connection owns the :class:`ServerConnection`, the hub subscription,
 batching (at most ``max_batch`` notifications and ``write_buffer`` bytes per
 ``Write``: the hub's frames, shared by every path, written as they are), the
 ask's deadline, the keep-alive schedule, the exchange's answer, the end of
-the path on shutdown or when its hub is suspended (:mod:`.suspension`), the
-cut-off of a stalled path, the refusal of a connection over
-``max_connections`` and what it counts and reports (see :mod:`.counts`,
-:mod:`.reports`). Its states and what moves it between them
-are one table, :data:`~.serving_table.SERVING_TRANSITIONS`: each (state,
-input) pair is looked up there and its outcome done; a pair the table lacks
-is the adapter's mistake (:class:`LocalProtocolError`). ``now`` is a
-parameter: nothing here reads a clock or does I/O.
+the path on shutdown or when its hub is suspended
+(:func:`~..server.connection.path_end`), the cut-off of a stalled path, the
+refusal of a connection over ``max_connections`` and what it counts and
+reports (see :mod:`..server.counts`, :mod:`.reports`). Its states and what
+moves it between them are one table, :data:`SERVING_TRANSITIONS`, run as
+every machine of the core runs its table
+(:class:`~..transitions.TableMachine`): each (state, input) pair is looked
+up there and its outcome done; a pair the table lacks is the adapter's
+mistake (:class:`LocalProtocolError`). ``now`` is a parameter: nothing
+here reads a clock or does I/O.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
@@ -52,6 +53,7 @@ from ..server.connection import (
     path_end,
 )
 from ..server.hub import Hub, HubSuspended, Subscriber
+from ..transitions import Handler, TableEnum, TableMachine
 from ..wire.asks import Ask
 from ..wire.http import refusal_response
 from .actions import Close, ExchangeResult, RunHandler, ServeAction, WaitUntil, Write
@@ -79,7 +81,7 @@ __all__ = [
 ]
 
 
-class ServingState(enum.Enum):
+class ServingState(TableEnum):
     """Where a served connection is."""
 
     #: Reading the ask; the connection is closed if it is not complete by its deadline.
@@ -98,7 +100,7 @@ class ServingState(enum.Enum):
     CLOSED = "closed"
 
 
-class ServingInput(enum.Enum):
+class ServingInput(TableEnum):
     """What happens to a served connection: a report, or what the ask turned out to be."""
 
     PATH_ASKED = "data_received(), a notifications ask"
@@ -119,7 +121,7 @@ class ServingInput(enum.Enum):
     STALLED = "write_stalled()"
 
 
-class ServingOutcome(enum.Enum):
+class ServingOutcome(TableEnum):
     """What a transition does besides changing the state."""
 
     NOTHING = "-"
@@ -217,7 +219,7 @@ def event_input(event: Event, answers_exchanges: bool) -> ServingInput:
 
     An exchange is ``EXCHANGE_ASKED`` if the server answers exchanges, else
     ``EXCHANGE_DECLINED``. An event a server connection does not produce is
-    the adapter's mistake (:class:`~._errors.LocalProtocolError`).
+    the adapter's mistake (:class:`~..errors.LocalProtocolError`).
     """
     if type(event) is ExchangeAsked:
         return _In.EXCHANGE_ASKED if answers_exchanges else _In.EXCHANGE_DECLINED
@@ -242,7 +244,7 @@ class _Failure:
 # --- the connection --------------------------------------------------------------------------
 
 
-class ServingConnection:
+class ServingConnection(TableMachine[ServingState, ServingInput]):
     """One accepted connection of a serving adapter, without the I/O.
 
     Made when the adapter accepts the connection, at ``now``: the peer has
@@ -299,7 +301,7 @@ class ServingConnection:
         self._answers_exchanges = settings.exchange_handler is not None
         self._queue_size = settings.queue_size
         self._queue_bytes = settings.queue_bytes
-        # Copied once: the path's every turn reads them (bench/bench_hub.py's fan-out).
+        # Copied once: the path's every turn reads them.
         self._max_batch = settings.max_batch
         self._write_buffer = settings.write_buffer
         self._stall_timeout = settings.stall_timeout
@@ -308,9 +310,10 @@ class ServingConnection:
         self._peer = peer
         self._totals = totals
         self._report = report if report is not None else lambda _report: None
-        self._hub_lock = hub_lock
         self._lock = hub_lock if hub_lock is not None else contextlib.nullcontext()
         self._state = ServingState.ASKING
+        #: When the move being made happens (the time the report that made it carried).
+        self._now = now
         self._subscriber: Subscriber | None = None
         self._outbox = bytearray()
         self._exchange: Ask | None = None
@@ -322,7 +325,7 @@ class ServingConnection:
         self._discarded = 0
         #: What the final next_action returns: a plain close, a lingering or an abrupt one.
         self._final = _CLOSE
-        self._refusal = ""  # why the hub took no subscription (a suspended hub's reason)
+        self._suspended_reason = ""  # why the hub took no subscription
         #: Counted in totals.connections until the connection closes.
         self._counted = not busy
         if busy:
@@ -335,7 +338,7 @@ class ServingConnection:
 
     @property
     def state(self) -> ServingState:
-        """Where the connection is (see :data:`~.serving_table.SERVING_TRANSITIONS`)."""
+        """Where the connection is (see :data:`SERVING_TRANSITIONS`)."""
         return self._state
 
     @property
@@ -373,40 +376,36 @@ class ServingConnection:
     def next_action(self, now: float) -> ServeAction:
         """What the adapter does next, at ``now`` (its monotonic clock, in seconds)."""
         state = self._state
-        if state is _PATH:  # the busy case first: one batch, or a keep-alive when due
-            if self._wrote:  # a batch went out; with more queued, let the others run first
-                self._wrote = False
-                with self._lock:
-                    more = len(self._subscriber or ())
-                if more:
-                    return WaitUntil(deadline=now, wants_read=self.wants_read)
-            out = self.take_output(now) or self.keepalive(now)
-            if out:
-                self._wrote = True
-                return Write(data=out)
-            due = self._last_output + self._keepalive_interval
-            if self._state is _PATH:  # else the hub ended the path with nothing to write
-                return WaitUntil(deadline=due, wants_read=self.wants_read)
-        if state is _ASKING:
+        if state is _PATH and self._wrote:
+            # A batch went out; with more queued, let the others run first.
+            self._wrote = False
+            with self._lock:
+                more = len(self._subscriber or ())
+            if more:
+                return WaitUntil(deadline=now, wants_read=self.wants_read)
+        elif state is _ASKING:
             self.check_ask_deadline(now)
-            if self._state is _ASKING:
-                out = self.take_output(now)
-                if out:
-                    return Write(data=out)
-                return WaitUntil(deadline=self._ask_deadline, wants_read=not self._eof)
         elif state is _CLOSED:
             return self._final
-        # EXCHANGE, ANSWERING, ENDING, FINISHING, and ASKING past its deadline.
         out = self.take_output(now)
+        if not out and self._state is _PATH:
+            out = self.keepalive(now)
         if out:
+            self._wrote = state is _PATH
             return Write(data=out)
         state = self._state
+        if state is _PATH:
+            due = self._last_output + self._keepalive_interval
+            return WaitUntil(deadline=due, wants_read=self.wants_read)
+        if state is _ASKING:
+            return WaitUntil(deadline=self._ask_deadline, wants_read=not self._eof)
         if state is _EXCHANGE:
             action: ServeAction = self._step(_In.HANDLER_RUN, now)
             return action
         if state is _FINISHING:
             action = self._step(_In.CLOSING, now)
             return action
+        # ANSWERING: the handler's answer is awaited.
         return WaitUntil(deadline=None, wants_read=self.wants_read)
 
     def data_received(self, now: float, data: bytes) -> None:
@@ -471,32 +470,25 @@ class ServingConnection:
         A batch is at most ``max_batch`` notifications and ``write_buffer``
         bytes of frames (a larger frame goes alone), as the hub built them.
         """
+        data = b""
         subscriber = self._subscriber
-        if subscriber is not None and subscriber._end_reason is None and self._state is not _ENDING:
-            # A busy path's every turn, where each call counts: the end is
-            # read off the subscriber's slot rather than through its property,
-            # and without a hub lock no (no-op) context is entered for the take.
-            if self._hub_lock is None:
-                frames = subscriber.take_frames(self._max_batch, self._write_buffer)
-            else:
-                with self._hub_lock:
-                    frames = subscriber.take_frames(self._max_batch, self._write_buffer)
-            if frames:
-                data = self._connection.send_frames(frames)
-                if not self._outbox:
-                    self._last_output = now
-                    return data
-                self._outbox += data
-        elif self._state is _ENDING:
+        if self._state is _ENDING:
             self._step(_In.PATH_ENDS, now)
         elif subscriber is not None:
-            self._step(_In.PATH_CUT, now)  # the hub ended it: what it queued, then why
-        if not self._outbox:
-            return b""
-        out = bytes(self._outbox)
-        self._outbox.clear()
-        self._last_output = now
-        return out
+            if subscriber.end_reason is None:
+                with self._lock:
+                    frames = subscriber.take_frames(self._max_batch, self._write_buffer)
+                if frames:
+                    data = self._connection.send_frames(frames)
+            else:
+                self._step(_In.PATH_CUT, now)  # the hub ended it: what it queued, then why
+        if self._outbox:
+            self._outbox += data
+            data = bytes(self._outbox)
+            self._outbox.clear()
+        if data:
+            self._last_output = now
+        return data
 
     def check_ask_deadline(self, now: float) -> None:
         """Past :attr:`ask_deadline` at ``now``, the connection is :attr:`done`, silently."""
@@ -517,17 +509,16 @@ class ServingConnection:
         what = event_input(event, self._answers_exchanges)
         return self._subscribe() if what is _In.PATH_ASKED else what
 
-    def _step(self, what: ServingInput, now: float = 0.0, value: object = None) -> Any:
-        try:
-            state, outcome = SERVING_TRANSITIONS[(self._state, what)]
-        except KeyError:
-            raise LocalProtocolError(
-                f"{what.value} is not allowed in state {self._state.name}"
-            ) from None
-        self._state = state
-        return _HANDLERS[outcome](self, now, value)
+    def _step(self, what: ServingInput, now: float | None = None, value: object = None) -> Any:
+        """Make the move the table gives ``what`` (happening at ``now``, if it carries a time)."""
+        if now is not None:
+            self._now = now
+        return self._fire(SERVING_TRANSITIONS, _HANDLERS, what, value)
 
-    def _nothing(self, now: float, value: object) -> None:
+    def _refusal(self, what: ServingInput) -> str:
+        return f"{what.value} is not allowed in state {self._state.name}"
+
+    def _nothing(self, value: object) -> None:
         pass
 
     def _subscribe(self) -> ServingInput:
@@ -538,28 +529,28 @@ class ServingConnection:
                     queue_size=self._queue_size, queue_bytes=self._queue_bytes, on_ready=self._wake
                 )
             except HubSuspended as suspended:
-                self._refusal = suspended.reason
+                self._suspended_reason = suspended.reason
                 return _In.PATH_REFUSED
         return _In.PATH_ASKED
 
-    def _open_path(self, now: float, value: object) -> None:
+    def _open_path(self, value: object) -> None:
         subscriber = self._subscriber
         assert subscriber is not None
         with self._lock:
             self._totals.path_opened(subscriber)
         self._outbox += self._connection.start_path()
-        self._last_output = now
+        self._last_output = self._now
         self._report(PathOpenedReport(peer=self._peer, channel=self._channel()))
 
-    def _hold(self, now: float, value: object) -> None:
+    def _hold(self, value: object) -> None:
         assert isinstance(value, ExchangeAsked)
         self._exchange = value.ask
 
-    def _decline(self, now: float, value: object) -> None:
+    def _decline(self, value: object) -> None:
         self._outbox += self._connection.decline()
         self._answered("declined")
 
-    def _finish(self, now: float, value: object) -> None:
+    def _finish(self, value: object) -> None:
         # The peer went away (a path or an exchange has nobody to answer any
         # more), or the ask was refused: the connection says what is left.
         self._unsubscribe(PathEnd.PEER_CLOSED)
@@ -568,16 +559,16 @@ class ServingConnection:
         if isinstance(value, AskRefused):
             self._refused(value.status, value.reason)
 
-    def _refuse_busy(self, now: float, value: object) -> None:
+    def _refuse_busy(self, value: object) -> None:
         reason = "the server is serving as many connections as it may; try again later"
         self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
         self._refused(503, reason)
 
-    def _refuse_suspended(self, now: float, value: object) -> None:
-        self._outbox += not_served_now(self._connection, self._refusal)
+    def _refuse_suspended(self, value: object) -> None:
+        self._outbox += not_served_now(self._connection, self._suspended_reason)
         with self._lock:
             self._totals.suspended_asks += 1
-        self._refused(NOT_SERVED_STATUS, self._refusal)
+        self._refused(NOT_SERVED_STATUS, self._suspended_reason)
 
     def _refused(self, status: int, reason: str) -> None:
         with self._lock:
@@ -587,11 +578,11 @@ class ServingConnection:
         self._final = Close(linger=self._linger)
         self._report(RefusalReport(peer=self._peer, status=status, reason=reason))
 
-    def _run_handler(self, now: float, value: object) -> RunHandler:
+    def _run_handler(self, value: object) -> RunHandler:
         assert self._exchange is not None
         return RunHandler(ask=self._exchange)
 
-    def _answer(self, now: float, value: object) -> None:
+    def _answer(self, value: object) -> None:
         self._exchange = None
         connection = self._connection
         if value is None:
@@ -627,7 +618,7 @@ class ServingConnection:
             )
         )
 
-    def _end_path(self, now: float, value: object) -> None:
+    def _end_path(self, value: object) -> None:
         subscriber = self._subscriber
         assert subscriber is not None
         connection = self._connection
@@ -648,16 +639,16 @@ class ServingConnection:
         # path ends with the connection.
         self._outbox += path_end(connection, reason)
 
-    def _close(self, now: float, value: object) -> Close:
+    def _close(self, value: object) -> Close:
         self._release()
         return self._final
 
-    def _drop(self, now: float, value: object) -> None:
+    def _drop(self, value: object) -> None:
         self._unsubscribe(PathEnd.LOST)
         self._exchange = None
         self._release()
 
-    def _cut_off(self, now: float, value: object) -> None:
+    def _cut_off(self, value: object) -> None:
         if self._subscriber is not None:
             with self._lock:
                 self._totals.stalled += 1
@@ -699,7 +690,8 @@ class ServingConnection:
         return self._connection.channel or ""
 
 
-_HANDLERS: Final[Mapping[ServingOutcome, Callable[[ServingConnection, float, object], Any]]] = {
+#: What each outcome of the table does (:meth:`ServingConnection._step`).
+_HANDLERS: Final[Mapping[ServingOutcome, Handler[Any]]] = {
     _Out.NOTHING: ServingConnection._nothing,
     _Out.OPEN_PATH: ServingConnection._open_path,
     _Out.HOLD: ServingConnection._hold,

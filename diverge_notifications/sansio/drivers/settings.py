@@ -1,10 +1,13 @@
-"""The options of a server, checked once: what each ``serve()`` takes, and their defaults.
+"""The options of the drivers, checked once, and their defaults.
 
-A serving adapter's ``Server`` holds one :class:`ServeSettings` and makes
-the :class:`~.serve.ServingConnection` of every accepted connection with it;
-the settings mint their channels and hold the
-:class:`~..server.counts.ServingTotals` they count into. ``docs/adapters.md``
-lists the options, the limits and their defaults.
+A serving adapter's ``Server`` holds one :class:`ServeSettings` (what
+``serve()`` takes) and makes the :class:`~.serve.ServingConnection` of
+every accepted connection with it; the settings mint their channels and
+hold the :class:`~..server.counts.ServingTotals` they count into. A
+client's :class:`ClientSettings` (what ``listen()`` and a proxy take) go
+whole to each of its :class:`~.listen.ListenDriver` and
+:class:`~.proxy.ExchangeDriver`. ``docs/adapters.md`` lists the options,
+the limits and their defaults.
 """
 
 from __future__ import annotations
@@ -14,17 +17,21 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
+from ..errors import check_positive
 from ..server.counts import ServingTotals
+from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
 from ..wire.http import ChannelIds, check_token
 from ..wire.profiles import Profile
 from .actions import ExchangeHandler
 from .reports import ServeReport
 
 __all__ = [
+    "DEFAULT_ANSWER_TIMEOUT",
     "DEFAULT_ASK_TIMEOUT",
     "DEFAULT_BACKLOG",
     "DEFAULT_CLOSE_TIMEOUT",
-    "DEFAULT_EXCHANGE_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_HANDLER_TIMEOUT",
     "DEFAULT_KEEPALIVE_INTERVAL",
     "DEFAULT_LINGER",
     "DEFAULT_MAX_BATCH",
@@ -32,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_DISCARD",
     "DEFAULT_STALL_TIMEOUT",
     "DEFAULT_WRITE_BUFFER",
+    "ClientSettings",
     "ServeSettings",
     "check_positive",
 ]
@@ -54,17 +62,18 @@ DEFAULT_MAX_CONNECTIONS: Final = 1024
 #: Connections the listening socket holds before they are accepted.
 DEFAULT_BACKLOG: Final = 128
 #: Seconds an exchange handler may run before it is cancelled and answered an internal error.
-DEFAULT_EXCHANGE_TIMEOUT: Final = 30.0
+DEFAULT_HANDLER_TIMEOUT: Final = 30.0
 #: Seconds a refused connection is read (and what comes discarded) after its answer.
 DEFAULT_LINGER: Final = 2.0
 #: Bytes read (and discarded) after the ask; past that the server stops reading.
 DEFAULT_MAX_DISCARD: Final = 64 * 1024
 
-
-def check_positive(name: str, value: float) -> None:
-    """Raise :class:`ValueError` unless ``value`` is a positive number (NaN is not)."""
-    if not value > 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
+#: Seconds a client waits for a TCP connection (and, over TLS, its handshake) to be made.
+DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+#: Seconds a proxy waits for an exchange's answer: longer than a relay gives a forwarded
+#: call (``bridge.DEFAULT_EXCHANGE_TIMEOUT``, 300 s), so that the relay's own timeout error
+#: is what arrives, not a silence.
+DEFAULT_ANSWER_TIMEOUT: Final = 330.0
 
 
 def _check_positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -79,8 +88,12 @@ def _check_no_limit_or_positive(
 
 
 def _check_token(_instance: object, _attribute: attrs.Attribute[Any], token: str | None) -> None:
-    # The check each connection's ServerConnection makes, made once here.
+    # The check each connection makes of its token (a server's, or an ask's), made once here.
     check_token(token)
+
+
+def _profile(profile: Profile | str) -> Profile:
+    return Profile(profile)
 
 
 #: Any :data:`ExchangeHandler` (async adapters), or one returning its answer (blocking).
@@ -123,7 +136,7 @@ class ServeSettings(Generic[_Handler]):
     )
     backlog: int = attrs.field(default=DEFAULT_BACKLOG, validator=_check_positive)
     exchange_timeout: float = attrs.field(
-        default=DEFAULT_EXCHANGE_TIMEOUT, validator=_check_positive
+        default=DEFAULT_HANDLER_TIMEOUT, validator=_check_positive
     )
     linger: float = attrs.field(default=DEFAULT_LINGER, validator=_check_positive)
     max_discard: int = attrs.field(default=DEFAULT_MAX_DISCARD, validator=_check_positive)
@@ -131,3 +144,39 @@ class ServeSettings(Generic[_Handler]):
     on_report: Callable[[ServeReport], None] | None = attrs.field(default=None, eq=False)
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
     totals: ServingTotals = attrs.field(init=False, factory=ServingTotals, eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class ClientSettings:
+    """The options of a client's asks (those of ``listen()``, and a proxy's), checked once.
+
+    A :class:`~.listen.ListenDriver` and each :class:`~.proxy.ExchangeDriver`
+    of a :class:`~.proxy.ProxyDriver` are made with these settings whole.
+    A ``token`` the server could never match (it is one or more visible
+    ASCII characters), a timeout, interval or size that is not positive,
+    or a ``profile`` that names none, is a :class:`ValueError` here. Whether
+    the token may go to a URL in cleartext (``allow_plaintext_token``) is
+    the driver's to check, with the URL. ``exchange_timeout`` is a proxy's:
+    a listener makes no exchange.
+    """
+
+    #: Sent as ``Authorization: Bearer <token>``.
+    token: str | None = attrs.field(default=None, validator=_check_token)
+    #: Deliver every event, not just notifications.
+    events: bool = False
+    #: The server's keep-alive interval; three times that much silence is a broken path.
+    keepalive_interval: float = attrs.field(
+        default=DEFAULT_KEEPALIVE_INTERVAL, validator=_check_positive
+    )
+    #: The sequence rules a path follows.
+    profile: Profile = attrs.field(default=Profile.PROVIDER, converter=_profile)
+    #: A longer frame breaks the path.
+    max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=_check_positive)
+    #: The jitter source, a uniform float in ``[0, 1)``; ``None``: the middle of each range.
+    random: Callable[[], float] | None = attrs.field(default=None, eq=False)
+    #: Seconds a connection may take.
+    connect_timeout: float = attrs.field(default=DEFAULT_CONNECT_TIMEOUT, validator=_check_positive)
+    #: Seconds a proxy waits for an exchange's answer.
+    exchange_timeout: float = attrs.field(default=DEFAULT_ANSWER_TIMEOUT, validator=_check_positive)
+    #: Send the token over plain ``http://`` to a host that is not loopback.
+    allow_plaintext_token: bool = False

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from itertools import chain, compress
 from typing import Any, Final
 
+from ..errors import JsonError
+
 __all__ = ["MAX_DEPTH", "JsonError", "canonical_bytes", "dumps", "parse", "parse_each"]
 
 #: serde_json's default recursion limit: a value whose arrays and objects nest
@@ -47,10 +49,6 @@ _INT_TEXT_CHECK = 308
 _INT_TEXT_MAX = 310
 
 _DEPTH_DETAIL = f"arrays and objects nested {MAX_DEPTH} deep (at most {MAX_DEPTH - 1} levels)"
-
-
-class JsonError(ValueError):
-    """The bytes are not one strict JSON value."""
 
 
 def _reject_constant(name: str) -> Any:

@@ -1,6 +1,6 @@
 """What a notification can be: its kinds by method, log levels, error codes.
 
-The vocabulary of the MCP model (:mod:`.mcp`) and of its typed views
+The vocabulary of the MCP model (:mod:`.model`) and of its typed views
 (:mod:`.views`): the known methods (the union of MCP revisions 2024-11-05 to
 2026-07-28 and rmcp 3.x), the eight RFC 5424 log levels as MCP spells them,
 task statuses, and the well-known JSON-RPC error codes.

@@ -19,8 +19,8 @@ from typing import Any, Final
 
 import attrs
 
-from ..errors import FrameError, FrameErrorReason
-from .json import JsonError, canonical_bytes, dumps, parse, parse_each
+from ..errors import FrameError, FrameErrorReason, JsonError
+from .json import canonical_bytes, dumps, parse, parse_each
 from .kinds import (
     INT32_MAX,
     INT32_MIN,
@@ -143,7 +143,7 @@ class Notification:
         """Decode one notification from its JSON bytes, keeping those bytes.
 
         Raises :class:`FrameError` (reason ``BODY``) when the bytes are not
-        strict UTF-8 JSON (see :mod:`._json`), not an object, have no string
+        strict UTF-8 JSON (see :mod:`.json`), not an object, have no string
         ``method``, or have ``params`` that is neither an object nor null.
         """
         return cls._decode(data if type(data) is bytes else bytes(data), False)
@@ -152,7 +152,7 @@ class Notification:
     def _decode(cls, data: bytes, tagged: bool) -> Notification:
         """:meth:`from_bytes` of ``data``, or of the JSON after its tag byte if ``tagged``.
 
-        A tagged message (see :func:`~.messages.decode_message`) is read in
+        A tagged message (see :func:`~..wire.messages.decode_message`) is read in
         place: its JSON is sliced out only if :meth:`to_bytes` asks for it.
         """
         try:
@@ -183,7 +183,7 @@ class Notification:
     def _decode_each(cls, messages: list[bytes]) -> list[Notification] | None:
         """``_decode(message, True)`` of every message, at once; ``None`` if any is not plain.
 
-        Plain: what :func:`~._json.parse_each` reads at once, and a
+        Plain: what :func:`~.json.parse_each` reads at once, and a
         notification :meth:`_adopt` takes. Otherwise ``_decode`` of each
         says what each message is (or what is wrong with it).
         """

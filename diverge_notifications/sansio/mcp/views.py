@@ -1,7 +1,7 @@
 """Typed views of the known notifications, and the rule that gives one.
 
-A :class:`~.mcp.Notification` of a known method whose params fit that
-method's shape has a view (:attr:`~.mcp.Notification.view`); one whose params
+A :class:`~.model.Notification` of a known method whose params fit that
+method's shape has a view (:attr:`~.model.Notification.view`); one whose params
 do not fit has none and is a custom notification, never a failure
 (classification as the Rust peer, rmcp, does it).
 """

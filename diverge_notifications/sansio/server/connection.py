@@ -2,7 +2,7 @@
 
 A :class:`ServerConnection` serves exactly one ask on one HTTP/1.1
 connection (the wire mapping in docs/protocol.md: one ask per connection, ``Connection: close`` on
-every response). Its :class:`~.ask_reader.AskReader` reads the request
+every response). Its :class:`~.request.AskReader` reads the request
 (with h11) and the connection turns the verdict into one of three events:
 
 * :class:`NotificationsAsked` — a valid kind-4 ask; the application writes
@@ -20,21 +20,21 @@ path or the answer ended). Then close the socket once the bytes are out.
 
 Both sides of the connection follow one transition table,
 :data:`SERVER_TRANSITIONS` (provider profile; the table in force for each
-profile is in :data:`SERVER_TRANSITIONS_BY_PROFILE`; both are defined in
-:mod:`.server_states`): an ask arriving, a refusal and the peer closing
-before it asked are inputs of the table as much as every write is. Each
-input is looked up and the connection does what the outcome found there
-says (``_EFFECTS``, one method per outcome); a write the table does not
-allow raises :class:`LocalProtocolError` and changes nothing. The path's
-rows come from the profile grammar (:data:`~.sequence.PROFILE_GRAMMAR`),
-which the reader and the container writer (:mod:`.writer`) follow too.
+profile is in :data:`SERVER_TRANSITIONS_BY_PROFILE`): an ask arriving, a
+refusal and the peer closing before it asked are inputs of the table as
+much as every write is. Each input is looked up, as every machine of the
+core looks its table up (:class:`~..transitions.TableMachine`), and the
+connection does what the outcome found there says (``_EFFECTS``, one
+method per outcome); a write the table does not allow raises
+:class:`LocalProtocolError` and changes nothing. The path's rows come from
+the profile grammar (:data:`~..wire.profiles.PROFILE_GRAMMAR`), which the
+reader and the container writer (:mod:`.writer`) follow too.
 """
 
 from __future__ import annotations
 
-import enum
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
 import h11
@@ -50,6 +50,7 @@ from ..events import (
     NotificationsAsked,
 )
 from ..mcp.model import ErrorCode, ErrorData, Notification
+from ..transitions import Handler, TableEnum, TableMachine
 from ..wire.asks import Ask, Exchange
 from ..wire.framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE, pack_length
 from ..wire.http import (
@@ -64,9 +65,7 @@ from ..wire.http import (
 )
 from ..wire.messages import (
     ERROR_TAG,
-    ERROR_TAG_BYTE,
     NOTIFICATION_TAG,
-    NOTIFICATION_TAG_BYTE,
     NotificationLike,
     pack_frame_head,
     result_json,
@@ -80,13 +79,11 @@ __all__ = [
     "CONTAINER_SERVER_TRANSITIONS",
     "NOT_SERVED_STATUS",
     "RETRY_AFTER",
-    "SERVER_RULES",
     "SERVER_TRANSITIONS",
     "SERVER_TRANSITIONS_BY_PROFILE",
     "ServerConnection",
     "ServerInput",
     "ServerOutcome",
-    "ServerRules",
     "ServerState",
     "internal_error",
     "not_served_now",
@@ -94,7 +91,7 @@ __all__ = [
 ]
 
 
-class ServerState(enum.Enum):
+class ServerState(TableEnum):
     """Where a :class:`ServerConnection` is."""
 
     #: Reading the request.
@@ -115,7 +112,7 @@ class ServerState(enum.Enum):
     CLOSED = "closed"
 
 
-class ServerInput(enum.Enum):
+class ServerInput(TableEnum):
     """What can happen to a :class:`ServerConnection`: an ask arriving, or a write."""
 
     NOTIFICATIONS_ASK = "kind-4 ask"
@@ -132,7 +129,7 @@ class ServerInput(enum.Enum):
     REFUSE = "refuse"
 
 
-class ServerOutcome(enum.Enum):
+class ServerOutcome(TableEnum):
     """What a transition produces: an event, or bytes to write."""
 
     NOTIFICATIONS_ASKED = "NotificationsAsked"
@@ -222,22 +219,13 @@ SERVER_TRANSITIONS_BY_PROFILE: Final[Mapping[Profile, _ServerTable]] = {
 }
 
 
-def _final_states(table: _ServerTable) -> frozenset[ServerState]:
-    """The states the table has no row from: entering one ends the connection."""
-    return frozenset(ServerState) - {state for state, _ in table}
+#: The states no table has a row from: entering one ends the connection.
+_FINAL: Final = frozenset({_S.DONE, _S.REFUSED, _S.CLOSED})
 
-
-def _frame_loop(table: _ServerTable) -> ServerState | None:
-    """The state in which a notification is a frame that keeps the state, if there is one.
-
-    :meth:`ServerConnection.send_notification` writes there without a
-    lookup (on a busy server, hashing the enum members costs more than the
-    rest of the write).
-    """
-    for (state, what), (following, outcome) in table.items():
-        if what is _I.NOTIFICATION and following is state and outcome is _O.FRAME:
-            return state
-    return None
+#: The state in which every profile's table makes a notification a frame
+#: that keeps the state (the grammar lets a notification follow a
+#: notification in every profile): a batch written there moves nothing.
+_FRAME_LOOP: Final = _S.PATH_NOTIFYING
 
 
 # How a write the grammar forbids is refused, by the point it came after.
@@ -258,23 +246,9 @@ def _why_refused(profile: Profile) -> Mapping[tuple[ServerState, ServerInput], s
     return reasons
 
 
-class ServerRules(NamedTuple):
-    """What a connection reads off its profile's table, once."""
-
-    #: The table itself.
-    table: _ServerTable
-    #: The states with no row: entering one ends the connection.
-    final: frozenset[ServerState]
-    #: Where a notification is a frame that keeps the state (no lookup there).
-    frame_loop: ServerState | None
-    #: Why the profile's grammar refuses a write (others get a plain reason).
-    why_refused: Mapping[tuple[ServerState, ServerInput], str]
-
-
-#: The rules of each profile.
-SERVER_RULES: Final[Mapping[Profile, ServerRules]] = {
-    profile: ServerRules(table, _final_states(table), _frame_loop(table), _why_refused(profile))
-    for profile, table in SERVER_TRANSITIONS_BY_PROFILE.items()
+#: Why each profile refuses the writes its grammar forbids.
+_WHY_REFUSED: Final[Mapping[Profile, Mapping[tuple[ServerState, ServerInput], str]]] = {
+    profile: _why_refused(profile) for profile in Profile
 }
 
 
@@ -288,20 +262,49 @@ def _check_payload(json: bytes, limit: int) -> None:
         )
 
 
-#: By tag: one HTTP chunk holding the frame of one message, filled in one
-#: formatting step with the chunk's size, the frame's length prefix and the
-#: JSON (size line, length prefix, the tag's byte, JSON, chunk end).
+def _notifications_chunk(notifications: Iterable[NotificationLike], limit: int) -> bytes:
+    """One HTTP chunk holding a frame for each notification (``b""`` for none).
+
+    Each is checked to be a notification whose message fits a frame of
+    ``limit`` bytes before anything is returned.
+    """
+    parts: list[bytes] = [b""]
+    size = 0
+    for item in notifications:
+        json = item.to_bytes() if type(item) is Notification else to_notification(item).to_bytes()
+        payload = len(json) + 1
+        if payload > limit:
+            _check_payload(json, limit)
+        parts.append(pack_frame_head(payload, NOTIFICATION_TAG))
+        parts.append(json)
+        size += payload + PREFIX_SIZE
+    if not size:
+        return b""
+    parts[0] = b"%x\r\n" % size
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+#: One HTTP chunk holding one frame, by the message's tag: the chunk's size,
+#: the frame's length prefix and the JSON are put in with one ``%``. Against
+#: building the frame and then its chunk, this halves what writing a lone
+#: notification costs (bench/bench_write.py, ``send_notification``).
 _MESSAGE_CHUNK: Final[Mapping[int, bytes]] = {
-    tag: b"%x\r\n%b" + tag_byte + b"%b\r\n"
-    for tag, tag_byte in ((NOTIFICATION_TAG, NOTIFICATION_TAG_BYTE), (ERROR_TAG, ERROR_TAG_BYTE))
+    tag: b"%x\r\n%b" + bytes((tag,)) + b"%b\r\n" for tag in (NOTIFICATION_TAG, ERROR_TAG)
 }
-_NOTIFICATION_CHUNK: Final = _MESSAGE_CHUNK[NOTIFICATION_TAG]
+
+
+def _chunk_of_one(tag: int, json: bytes) -> bytes:
+    """One HTTP chunk holding the one frame of the message ``tag`` + ``json``."""
+    payload = len(json) + 1
+    return _MESSAGE_CHUNK[tag] % (payload + PREFIX_SIZE, pack_length(payload), json)
 
 
 #: The last lone frame a path wrote (:func:`_chunk_of_frame`), and its chunk.
 #: The hub shares one frame among every path it reaches, and with one
 #: notification per turn each path's writer asks for the chunk of that same
-#: frame, one after the other: it is made once. One entry, replaced whole
+#: frame, one after the other: it is made once (a quarter of a delivery's
+#: cost, bench/bench_hub.py, 200 paths, batch 1). One entry, replaced whole
 #: (so that no reader pairs one frame with another's chunk); only a ``bytes``
 #: frame (which cannot change) of at most :data:`_KEPT_FRAME_SIZE` bytes is
 #: kept, so that what stays behind once every path wrote it is small.
@@ -318,12 +321,20 @@ def _chunk_of_frame(frame: bytes) -> bytes:
     return data
 
 
-def _chunk_of_one(tag: int, json: bytes) -> bytes:
-    payload = len(json) + 1
-    return _MESSAGE_CHUNK[tag] % (payload + PREFIX_SIZE, pack_length(payload), json)
+def _usable_refusal(status: int, reason: str, extra: Iterable[tuple[str, str]]) -> Refusal:
+    """A refusal the server may write: a 4xx or 5xx status, a ``str`` reason, sound headers."""
+    headers = tuple(extra)
+    if type(status) is not int or not 400 <= status <= 599 or not isinstance(reason, str):
+        raise LocalProtocolError("a refusal is a 4xx or 5xx status and a str reason")
+    try:
+        # The extra headers are checked as h11 checks a response's.
+        h11.Response(status_code=status, headers=list(headers))
+    except (h11.LocalProtocolError, TypeError, ValueError) as error:
+        raise LocalProtocolError(f"unusable refusal headers: {error}") from None
+    return Refusal(status, reason, headers)
 
 
-class ServerConnection:
+class ServerConnection(TableMachine[ServerState, ServerInput]):
     """One ask on one HTTP/1.1 connection, from the server's side.
 
     Feed received bytes with :meth:`receive_data` (``b""`` = end of file) and
@@ -344,7 +355,7 @@ class ServerConnection:
     abrupt end is refused here instead.
 
     ``target`` is the path asks are posted to (``/requests``, or a base
-    path's ``/base/requests``), as :class:`~.proxy.ProxyConnection` names it;
+    path's ``/base/requests``), as :class:`~..client.connection.ProxyConnection` names it;
     it must start with ``/``. A ``token`` that is not usable (see
     :func:`check_token`) is a :class:`ValueError`.
 
@@ -352,6 +363,8 @@ class ServerConnection:
     mistake is an :class:`AskRefused`. The events it produces do not depend
     on how the bytes were split across :meth:`receive_data` calls.
     """
+
+    _profile: Profile
 
     def __init__(
         self,
@@ -370,9 +383,6 @@ class ServerConnection:
         if not target.startswith("/"):
             raise ValueError("target must start with '/'")
         self._profile = Profile(profile)
-        self._rules = SERVER_RULES[self._profile]
-        # send_notification's shortcut, kept where it reads it fastest.
-        self._frame_loop = self._rules.frame_loop
         self._channel_ids = channel_ids if channel_ids is not None else ChannelIds()
         self._max_frame_size = max_frame_size
         self._state = ServerState.AWAITING_ASK
@@ -427,7 +437,7 @@ class ServerConnection:
         That is: the ask was refused, the answer or path ended, or the peer
         closed the connection. Send what is queued, then close the socket.
         """
-        return self._eof or self._state in self._rules.final
+        return self._eof or self._state in _FINAL
 
     # --- receiving ---------------------------------------------------------
 
@@ -456,8 +466,8 @@ class ServerConnection:
         if self._events:
             return self._events.popleft()
         if not self._closed_queued and self._eof:
-            if (self._state, ServerInput.PEER_CLOSED) in self._rules.table:
-                self._apply(ServerInput.PEER_CLOSED)
+            if (self._state, _I.PEER_CLOSED) in self._table():
+                self._move(_I.PEER_CLOSED)
             else:
                 # After the ask the peer's end is reported, once, and changes
                 # no state: what may still be written is the table's business.
@@ -479,7 +489,7 @@ class ServerConnection:
             return
         self._buffer = bytearray()
         if isinstance(verdict, Refusal):
-            self._apply(ServerInput.INVALID_ASK, verdict)
+            self._move(_I.INVALID_ASK, verdict)
             return
         self._ask = verdict
         try:
@@ -488,12 +498,12 @@ class ServerConnection:
             # Only reachable by a ChannelIds pushed past 10**20 ids: the
             # server's trouble, answered as such rather than raised at the peer.
             refusal = Refusal(503, "the server has no channel id left to give")
-            self._apply(ServerInput.INVALID_ASK, refusal)
+            self._move(_I.INVALID_ASK, refusal)
             return
         if verdict.exchange is Exchange.NOTIFICATIONS:
-            self._apply(ServerInput.NOTIFICATIONS_ASK)
+            self._move(_I.NOTIFICATIONS_ASK)
         else:
-            self._apply(ServerInput.EXCHANGE_ASK)
+            self._move(_I.EXCHANGE_ASK)
 
     def _queue_closed(self) -> None:
         if not self._closed_queued:
@@ -502,34 +512,51 @@ class ServerConnection:
 
     # --- the table -----------------------------------------------------------
 
-    def _row(self, state: ServerState, what: ServerInput) -> tuple[ServerState, ServerOutcome]:
-        """The table's (next state, outcome) for ``what`` in ``state``; else refused."""
-        found = self._rules.table.get((state, what))
-        if found is None:
-            why = self._rules.why_refused.get((state, what))
-            raise LocalProtocolError(why or f"{what.value} is not allowed in state {state.name}")
-        return found
+    def _table(self) -> _ServerTable:
+        """The table of this connection's profile, as the module has it now."""
+        return SERVER_TRANSITIONS_BY_PROFILE[self._profile]
 
-    def _apply(self, what: ServerInput, argument: Any = None) -> bytes:
-        """Look ``what`` up and do what the outcome found there says, then enter its state.
+    def _refusal(self, what: ServerInput) -> str:
+        state = self._state
+        why = _WHY_REFUSED[self._profile].get((state, what))
+        return why or f"{what.value} is not allowed in state {state.name}"
 
-        ``argument`` is what the input carries (a notification, an error, a
-        result, a refusal); the outcome's effect checks it and raises before
-        anything changes. Returns the bytes the effect writes.
+    def _move(self, what: ServerInput, value: Any = None) -> bytes:
+        """Make the move the table gives ``what``, and return the bytes its outcome writes.
+
+        ``value`` is what the input carries, checked and encoded already (a
+        write that fails on its value fails before the move, changing
+        nothing). Entering a state the table has no row from ends the
+        connection: the one :class:`ConnectionClosed` is queued.
         """
-        following, outcome = self._row(self._state, what)
-        data = _EFFECTS[outcome](self, argument)
-        self._enter(following)
+        data: bytes = self._fire(self._table(), _EFFECTS, what, value)
+        if self._state in _FINAL:
+            self._queue_closed()
         return data
 
-    def _enter(self, state: ServerState) -> None:
-        self._state = state
-        if state in self._rules.final:
-            self._queue_closed()
+    def _write_frames(self, data: bytes) -> bytes:
+        """A chunk of notification frames (``b""`` for none), written as one notification's move.
+
+        Every state a notification reaches takes the next one as a frame
+        that keeps the state (the grammar lets a notification follow a
+        notification in every profile), so one move stands for the whole
+        batch, and in that state no move is made. An empty batch writes
+        nothing and moves nothing, but is refused where a notification
+        would be.
+        """
+        if self._state is _FRAME_LOOP and data:
+            # No lookup: it would cost twice what the rest of a delivery
+            # does (bench/bench_hub.py, 200 paths, batch 1).
+            return data
+        if data:
+            return self._move(_I.NOTIFICATION, data)
+        if (self._state, _I.NOTIFICATION) not in self._table():
+            raise LocalProtocolError(self._refusal(_I.NOTIFICATION))
+        return b""
 
     # --- the effects of the outcomes -------------------------------------------
     # One method per ServerOutcome (see _EFFECTS): each returns the bytes to
-    # write (b"" for an event) and checks its argument before queueing anything.
+    # write (b"" for an event).
 
     def _announce_notifications(self, _: object) -> bytes:
         assert self._channel is not None
@@ -555,17 +582,14 @@ class ServerConnection:
     def _head(self, _: object) -> bytes:
         return answer_head(self._location())
 
-    def _frame(self, notification: NotificationLike) -> bytes:
-        json = to_notification(notification).to_bytes()
-        _check_payload(json, self._max_frame_size)
-        return _chunk_of_one(NOTIFICATION_TAG, json)
+    def _frames(self, data: bytes) -> bytes:
+        # The chunk of the frames the write made before the move.
+        return data
 
     def _keepalive(self, _: object) -> bytes:
         return KEEPALIVE_CHUNK
 
-    def _error_and_end(self, error: ErrorData) -> bytes:
-        json = to_error(error).to_bytes()
-        _check_payload(json, self._max_frame_size)
+    def _error_and_end(self, json: bytes) -> bytes:
         return _chunk_of_one(ERROR_TAG, json) + LAST_CHUNK
 
     def _end(self, _: object) -> bytes:
@@ -575,23 +599,10 @@ class ServerConnection:
         return answer_head(self._location()) + LAST_CHUNK
 
     def _answer(self, answer: _Answer) -> bytes:
-        if answer.tag == ERROR_TAG:
-            json = to_error(answer.value).to_bytes()
-        else:
-            json = result_json(answer.value)
-        _check_payload(json, self._max_frame_size)
-        return answer_head(self._location()) + _chunk_of_one(answer.tag, json) + LAST_CHUNK
+        return answer_head(self._location()) + _chunk_of_one(answer.tag, answer.json) + LAST_CHUNK
 
-    def _refusal(self, refusal: Refusal) -> bytes:
-        status, reason, extra = refusal.status, refusal.reason, refusal.extra
-        if type(status) is not int or not 400 <= status <= 599 or not isinstance(reason, str):
-            raise LocalProtocolError("a refusal is a 4xx or 5xx status and a str reason")
-        try:
-            # The extra headers are checked as h11 checks a response's.
-            h11.Response(status_code=status, headers=list(extra))
-        except (h11.LocalProtocolError, TypeError, ValueError) as error:
-            raise LocalProtocolError(f"unusable refusal headers: {error}") from None
-        return refusal_response(status, reason, extra=extra)
+    def _refuse_now(self, refusal: Refusal) -> bytes:
+        return refusal_response(refusal.status, refusal.reason, extra=refusal.extra)
 
     def _location(self) -> str:
         assert self._ask is not None and self._channel is not None
@@ -601,7 +612,7 @@ class ServerConnection:
 
     def start_path(self) -> bytes:
         """The 200 head that opens the path, after :class:`NotificationsAsked`."""
-        return self._apply(ServerInput.START_PATH)
+        return self._move(_I.START_PATH)
 
     def send_notification(self, notification: NotificationLike) -> bytes:
         """One notification, as one frame in one HTTP chunk.
@@ -612,58 +623,22 @@ class ServerConnection:
         :class:`LocalProtocolError` if it is not a notification, if the
         message exceeds ``max_frame_size``, or if the path does not take one.
         """
-        if self._state is not self._frame_loop:
-            return self._apply(ServerInput.NOTIFICATION, notification)
-        # The hot path of a busy server: in the state where the table makes a
-        # notification a frame that keeps the state (found when the table was
-        # built), the lookup is skipped. This is _frame spelled out inline:
-        # its calls would cost a third more per write.
         if type(notification) is Notification:
             json = notification.to_bytes()
         else:
             json = to_notification(notification).to_bytes()
-        payload = len(json) + 1
-        if payload > self._max_frame_size:
+        if len(json) >= self._max_frame_size:
             _check_payload(json, self._max_frame_size)
-        return _NOTIFICATION_CHUNK % (payload + PREFIX_SIZE, pack_length(payload), json)
+        return self._write_frames(_chunk_of_one(NOTIFICATION_TAG, json))
 
     def send_notifications(self, notifications: Iterable[NotificationLike]) -> bytes:
         """Several notifications, one frame each, in ONE HTTP chunk.
 
         Every item is checked before anything changes, as for
         :meth:`send_notification`. An empty iterable returns ``b""`` (an empty
-        chunk would end the body).
+        chunk would end the body), or raises where a notification would.
         """
-        loop = self._frame_loop
-        state = self._state
-        # The first notification is looked up even when none follows, so that
-        # a path that takes none refuses an empty batch too.
-        state = state if state is loop else self._frame_step(state)
-        parts: list[bytes] = [b""]
-        size = 0
-        limit = self._max_frame_size
-        for item in notifications:
-            json = (
-                item.to_bytes() if type(item) is Notification else to_notification(item).to_bytes()
-            )
-            payload = len(json) + 1
-            if payload > limit:
-                _check_payload(json, limit)
-            parts.append(pack_frame_head(payload, NOTIFICATION_TAG))
-            parts.append(json)
-            size += payload + PREFIX_SIZE
-        if size == 0:
-            return b""
-        # The notifications after the first, while the table moves the state
-        # on (never, with the tables as they are: the first reaches the loop).
-        for _ in range(len(parts) // 2 - 1):
-            if state is loop:
-                break
-            state = self._frame_step(state)
-        parts[0] = b"%x\r\n" % size
-        parts.append(b"\r\n")
-        self._enter(state)
-        return b"".join(parts)
+        return self._write_frames(_notifications_chunk(notifications, self._max_frame_size))
 
     def send_frames(self, frames: list[bytes]) -> bytes:
         """Notification frames already built (:meth:`.hub.Subscriber.take_frames`), in ONE chunk.
@@ -675,52 +650,33 @@ class ServerConnection:
         ones). The table is followed as for :meth:`send_notifications`; an
         empty list returns ``b""``.
         """
-        loop = self._frame_loop
-        state = self._state
-        if state is not loop:
-            state = self._frame_step(state)
-            if not frames:
-                return b""
-            for _ in range(len(frames) - 1):
-                if state is loop:
-                    break
-                state = self._frame_step(state)
-            self._enter(state)
-        # Where the table makes every frame one that keeps the state (found
-        # when the table was built), nothing is looked up and nothing
-        # entered: the state stays, and a state with a row is never final.
-        elif len(frames) == 1:
+        if len(frames) == 1:
             frame = frames[0]
             last = _last_chunk
-            return last[1] if last[0] is frame else _chunk_of_frame(frame)
-        elif not frames:
-            return b""
-        return b"".join((b"%x\r\n" % sum(map(len, frames)), *frames, b"\r\n"))
-
-    def _frame_step(self, state: ServerState) -> ServerState:
-        """The state after one more notification of a batch, which must be a frame."""
-        following, outcome = self._row(state, ServerInput.NOTIFICATION)
-        if outcome is not ServerOutcome.FRAME:
-            raise LocalProtocolError(
-                f"send_notifications writes frames only; here a notification is {outcome.value}"
-            )
-        return following
+            data = last[1] if last[0] is frame else _chunk_of_frame(frame)
+        elif frames:
+            data = b"".join((b"%x\r\n" % sum(map(len, frames)), *frames, b"\r\n"))
+        else:
+            data = b""
+        return self._write_frames(data)
 
     def send_keepalive(self) -> bytes:
         """A keep-alive frame (a zero length), so that an idle path survives."""
-        return self._apply(ServerInput.KEEPALIVE)
+        return self._move(_I.KEEPALIVE)
 
     def send_error(self, error: ErrorData) -> bytes:
         """The error message, then the clean end: the path is over."""
-        return self._apply(ServerInput.ERROR, error)
+        json = to_error(error).to_bytes()
+        _check_payload(json, self._max_frame_size)
+        return self._move(_I.ERROR, json)
 
     def end_path(self) -> bytes:
         """The clean end of the path (with no message before it: not served)."""
-        return self._apply(ServerInput.END)
+        return self._move(_I.END)
 
     def decline(self) -> bytes:
         """Not served: the 200 head (unless already written) and a clean, empty end."""
-        return self._apply(ServerInput.DECLINE)
+        return self._move(_I.DECLINE)
 
     def refuse(self, status: int, reason: str, *, headers: Iterable[tuple[str, str]] = ()) -> bytes:
         """Not served now, after :class:`NotificationsAsked`: an error response, then close.
@@ -730,7 +686,7 @@ class ServerConnection:
         ``headers`` are added to the usual ones. Raises
         :class:`LocalProtocolError` for anything else, or once the path is open.
         """
-        return self._apply(ServerInput.REFUSE, Refusal(status, reason, tuple(headers)))
+        return self._move(_I.REFUSE, _usable_refusal(status, reason, headers))
 
     def answer(self, result: Mapping[str, Any] | bytes) -> bytes:
         """Answer a kind 0-3 ask: the 200 head, ``[0][result]`` and the clean end.
@@ -741,34 +697,38 @@ class ServerConnection:
         values are checked as a notification's are) or if the message
         exceeds ``max_frame_size``.
         """
-        return self._apply(ServerInput.ANSWER, _Answer(NOTIFICATION_TAG, result))
+        json = result_json(result)
+        _check_payload(json, self._max_frame_size)
+        return self._move(_I.ANSWER, _Answer(NOTIFICATION_TAG, json))
 
     def answer_error(self, error: ErrorData) -> bytes:
         """Answer a kind 0-3 ask with an error: the 200 head, ``[1][error]`` and the clean end."""
-        return self._apply(ServerInput.ANSWER, _Answer(ERROR_TAG, error))
+        json = to_error(error).to_bytes()
+        _check_payload(json, self._max_frame_size)
+        return self._move(_I.ANSWER, _Answer(ERROR_TAG, json))
 
 
 class _Answer(NamedTuple):
-    """What an answer carries into the table: its tag and the result or the error."""
+    """What an answer carries into the table: its tag and the JSON of the result or the error."""
 
     tag: int
-    value: Any
+    json: bytes
 
 
-#: What each outcome of the table does (ServerConnection._apply).
-_EFFECTS: Final[Mapping[ServerOutcome, Callable[[ServerConnection, Any], bytes]]] = {
+#: What each outcome of the table does (:meth:`ServerConnection._move`).
+_EFFECTS: Final[Mapping[ServerOutcome, Handler[bytes]]] = {
     _O.NOTIFICATIONS_ASKED: ServerConnection._announce_notifications,
     _O.EXCHANGE_ASKED: ServerConnection._announce_exchange,
     _O.REFUSED: ServerConnection._queue_refusal,
     _O.CLOSED: ServerConnection._report_closed,
     _O.HEAD: ServerConnection._head,
-    _O.FRAME: ServerConnection._frame,
+    _O.FRAME: ServerConnection._frames,
     _O.KEEPALIVE: ServerConnection._keepalive,
     _O.ERROR_AND_END: ServerConnection._error_and_end,
     _O.END: ServerConnection._end,
     _O.HEAD_AND_END: ServerConnection._head_and_end,
     _O.ANSWER: ServerConnection._answer,
-    _O.REFUSAL: ServerConnection._refusal,
+    _O.REFUSAL: ServerConnection._refuse_now,
 }
 
 

@@ -25,7 +25,7 @@ __all__ = ["HubCounts", "HubTotals", "ServerStats", "ServingTotals"]
 
 @attrs.frozen(kw_only=True)
 class HubCounts:
-    """What a hub has done, as :meth:`Hub.counts` saw it.
+    """What a hub has done, as :meth:`~.hub.Hub.counts` saw it.
 
     Every count but ``subscribers`` and ``queued`` is a total since the hub
     was made, subscribers that are gone included.
@@ -35,9 +35,9 @@ class HubCounts:
     subscribers: int
     #: Subscriptions made.
     subscribed: int
-    #: Notifications :meth:`Hub.publish` accepted (whether or not they reached anyone).
+    #: Notifications :meth:`~.hub.Hub.publish` accepted (whether or not they reached anyone).
     published: int
-    #: Items :meth:`Hub.publish` ignored because they were not notifications.
+    #: Items :meth:`~.hub.Hub.publish` ignored because they were not notifications.
     ignored: int
     #: Notifications refused as too large (:class:`NotificationTooLarge`).
     refused: int

@@ -64,7 +64,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import NoReturn
 
-from ..errors import LocalProtocolError
+from ..errors import HubSuspended, NotificationTooLarge, check_positive_int
 from ..mcp.model import LogLevel, Notification
 from ..wire.framing import DEFAULT_MAX_FRAME_SIZE, PREFIX_SIZE
 from ..wire.messages import NOTIFICATION_TAG, pack_frame_head
@@ -86,19 +86,6 @@ __all__ = [
     "Subscriber",
     "as_notification",
 ]
-
-
-class HubSuspended(Exception):
-    """:meth:`Hub.subscribe` was called while the hub is suspended.
-
-    ``reason`` is the reason given to :meth:`Hub.suspend`. A server answers
-    the ask as not served for now (``503`` with ``Retry-After``) instead of
-    opening a path that would hear nothing.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"the hub is suspended: {reason}")
-        self.reason = reason
 
 
 # Ordered sets (dicts with None values): iteration order is subscription
@@ -126,22 +113,6 @@ def as_notification(item: object) -> Notification | None:
     return None
 
 
-class NotificationTooLarge(LocalProtocolError):
-    """:meth:`Hub.publish` refused a notification too large for a frame.
-
-    ``size`` is the size of its message (the tag byte and the JSON), ``limit``
-    the hub's ``max_frame_size``. Nothing was queued; the hub goes on.
-    """
-
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(
-            f"a notification of {size} bytes (tag byte and JSON) is larger than the frame "
-            f"limit of {limit} bytes: not published"
-        )
-        self.size = size
-        self.limit = limit
-
-
 class Hub:
     """Fans published notifications out to subscribers' bounded queues.
 
@@ -158,13 +129,9 @@ class Hub:
         queue_bytes: int = DEFAULT_QUEUE_BYTES,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
-        if queue_size < 1:
-            raise ValueError("queue_size must be at least 1")
-        if queue_bytes < 1 or max_frame_size < 1:
-            raise ValueError("queue_bytes and max_frame_size must be at least 1")
-        self._queue_size = queue_size
-        self._queue_bytes = queue_bytes
-        self._max_frame_size = max_frame_size
+        self._queue_size = check_positive_int("queue_size", queue_size)
+        self._queue_bytes = check_positive_int("queue_bytes", queue_bytes)
+        self._max_frame_size = check_positive_int("max_frame_size", max_frame_size)
         self._totals = HubTotals()
         self._room_waiters: list[Callable[[], None]] = []
         self._suspended: str | None = None

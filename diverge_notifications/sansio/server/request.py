@@ -1,11 +1,11 @@
 """Reading the one HTTP/1.1 request of a server connection: an ask, or why not.
 
-:class:`AskReader` is the request layer of :class:`~.server.ServerConnection`:
+:class:`AskReader` is the request layer of :class:`~.connection.ServerConnection`:
 it takes the received bytes from the front of the connection's buffer, hands
 the request head to h11 once it is complete (so that what it decides does
 not depend on how the bytes were split), checks the target, the method, the
 HTTP version, the bearer token and the sizes, and gives one verdict: the
-decoded :class:`~.asks.Ask`, or a :class:`Refusal` (the status and the
+decoded :class:`~..wire.asks.Ask`, or a :class:`Refusal` (the status and the
 reason the refusal response says). What to do with the verdict is the
 connection's table's business.
 

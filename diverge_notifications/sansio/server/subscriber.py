@@ -61,7 +61,7 @@ def check_reason(reason: object) -> None:
 class Subscriber:
     """One subscription: a bounded queue of notifications, in publishing order.
 
-    Made by :meth:`Hub.subscribe`. The path's writer drains it with
+    Made by :meth:`~.hub.Hub.subscribe`. The path's writer drains it with
     :meth:`take_frames` (or :meth:`take`); :meth:`close` unsubscribes and
     empties it. The queue holds at most :attr:`queue_size` notifications and
     :attr:`queue_bytes` bytes of frames (an empty queue takes one frame of any
@@ -147,7 +147,7 @@ class Subscriber:
 
     @property
     def refused(self) -> int:
-        """Notifications that would have reached it, refused as too large by :meth:`Hub.publish`."""
+        """Notifications for it that :meth:`~.hub.Hub.publish` refused as too large."""
         return self._refused
 
     @property
@@ -159,7 +159,7 @@ class Subscriber:
     def end_reason(self) -> str | None:
         """Why the subscription was ended from outside, or ``None``.
 
-        Set by ``close(reason=...)`` and by :meth:`Hub.suspend`. A writer that
+        Set by ``close(reason=...)`` and by :meth:`~.hub.Hub.suspend`. A writer that
         finds it set, once :meth:`take` returns nothing more, ends its path
         with this reason (the server's error message) instead of cleanly.
         """

@@ -3,29 +3,29 @@
 The container response page's rules, written at payload level.
 
 :class:`ContainerWriter` writes the payloads of a path (``[0][JSON]`` and
-``[1][JSON]``, as :func:`~.messages.encode_message` encodes them) and
+``[1][JSON]``, as :func:`~..wire.messages.encode_message` encodes them) and
 records its finish, for the container protocol, whose transport is the
 caller's. It follows one table, :data:`WRITER_TRANSITIONS`, derived from
-the profile grammar (:data:`~.sequence.PROFILE_GRAMMAR`) that the reader
-and the server follow too; anything the table does not allow raises
-:class:`LocalProtocolError` and changes nothing.
+the profile grammar (:data:`~..wire.profiles.PROFILE_GRAMMAR`) that the reader
+and the server follow too, and runs it as every machine of the core runs
+its table (:class:`~..transitions.TableMachine`); anything the table does
+not allow raises :class:`LocalProtocolError` and changes nothing.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Final
 
-from ..errors import LocalProtocolError
 from ..mcp.model import ErrorData
+from ..transitions import Handler, TableEnum, TableMachine
 from ..wire.messages import NotificationLike, encode_message, to_error, to_notification
 from ..wire.profiles import GrammarPoint, Part, Profile, allows, violates_profile
 
-__all__ = ["WRITER_TRANSITIONS", "ContainerWriter", "WriterInput", "WriterState"]
+__all__ = ["WRITER_TRANSITIONS", "ContainerWriter", "WriterInput", "WriterOutcome", "WriterState"]
 
 
-class WriterState(enum.Enum):
+class WriterState(TableEnum):
     """Where a :class:`ContainerWriter` is."""
 
     #: Nothing written yet.
@@ -38,7 +38,7 @@ class WriterState(enum.Enum):
     FINISHED = "finished"
 
 
-class WriterInput(enum.Enum):
+class WriterInput(TableEnum):
     """What a :class:`ContainerWriter` is asked to write."""
 
     NOTIFICATION = "notification"
@@ -46,8 +46,17 @@ class WriterInput(enum.Enum):
     FINISH = "finish"
 
 
+class WriterOutcome(TableEnum):
+    """What a :class:`ContainerWriter`'s move writes."""
+
+    NOTIFICATION = "[0][JSON]"
+    ERROR = "[1][JSON]"
+    FINISH = "finish recorded"
+
+
 _WS = WriterState
 _WI = WriterInput
+_WO = WriterOutcome
 
 #: The writer's live states, by the grammar point each stands for.
 _POINTS: Final[Mapping[WriterState, GrammarPoint]] = {
@@ -61,16 +70,18 @@ _PARTS: Final[Mapping[WriterInput, Part]] = {
     _WI.ERROR: Part.ERROR,
     _WI.FINISH: Part.FINISH,
 }
-#: Where each part leaves the writer.
-_AFTER: Final[Mapping[Part, WriterState]] = {
-    Part.NOTIFICATION: _WS.NOTIFYING,
-    Part.ERROR: _WS.ERRORED,
-    Part.FINISH: _WS.FINISHED,
+#: Where each part leaves the writer, and what writing it is.
+_AFTER: Final[Mapping[Part, tuple[WriterState, WriterOutcome]]] = {
+    Part.NOTIFICATION: (_WS.NOTIFYING, _WO.NOTIFICATION),
+    Part.ERROR: (_WS.ERRORED, _WO.ERROR),
+    Part.FINISH: (_WS.FINISHED, _WO.FINISH),
 }
 
-#: (profile, state, input) -> next state, derived from the profile grammar.
-#: A triple that is not in the table raises :class:`LocalProtocolError`.
-WRITER_TRANSITIONS: Final[Mapping[tuple[Profile, WriterState, WriterInput], WriterState]] = {
+#: (profile, state, input) -> (next state, outcome), derived from the profile
+#: grammar. A triple that is not in the table raises :class:`LocalProtocolError`.
+WRITER_TRANSITIONS: Final[
+    Mapping[tuple[Profile, WriterState, WriterInput], tuple[WriterState, WriterOutcome]]
+] = {
     (profile, state, what): _AFTER[_PARTS[what]]
     for profile in (Profile.CONTAINER, Profile.PROVIDER)
     for state, after in _POINTS.items()
@@ -86,7 +97,7 @@ def _why_refused(profile: Profile, state: WriterState, what: WriterInput) -> str
     return f"{what.value} is not allowed in state {state.name}"
 
 
-class ContainerWriter:
+class ContainerWriter(TableMachine[WriterState, WriterInput]):
     """Writes the container response page's sequence of channel responses, payload by payload.
 
     :meth:`notification` returns the payload ``[0][JSON]`` and
@@ -100,6 +111,8 @@ class ContainerWriter:
     """
 
     __slots__ = ("_profile", "_state")
+    _BY_PROFILE = True
+    _profile: Profile
 
     def __init__(self, profile: Profile = Profile.CONTAINER) -> None:
         self._profile = Profile(profile)
@@ -120,27 +133,37 @@ class ContainerWriter:
         """True after the error: :meth:`finish` must come next."""
         return self._state is WriterState.ERRORED
 
-    def _next(self, what: WriterInput) -> WriterState:
-        """The state the table gives for ``what``, or :class:`LocalProtocolError`."""
-        found = WRITER_TRANSITIONS.get((self._profile, self._state, what))
-        if found is None:
-            raise LocalProtocolError(_why_refused(self._profile, self._state, what))
-        return found
+    def _refusal(self, what: WriterInput) -> str:
+        return _why_refused(self._profile, self._state, what)
+
+    # The message is encoded before the move, so that one the writer cannot
+    # encode changes nothing: the move carries the payload, and writing it
+    # is returning it.
 
     def notification(self, notification: NotificationLike) -> bytes:
         """The payload of one notification: ``[0]`` + its JSON (raw bytes relayed unchanged)."""
-        state = self._next(WriterInput.NOTIFICATION)
         payload = encode_message(to_notification(notification))
-        self._state = state
-        return payload
+        return self._fire(WRITER_TRANSITIONS, _HANDLERS, _WI.NOTIFICATION, payload)
 
     def error(self, error: ErrorData) -> bytes:
         """The payload of the error, ``[1]`` + its JSON; :meth:`finish` is required next."""
-        state = self._next(WriterInput.ERROR)
         payload = encode_message(to_error(error))
-        self._state = state
-        return payload
+        return self._fire(WRITER_TRANSITIONS, _HANDLERS, _WI.ERROR, payload)
 
     def finish(self) -> None:
         """Record the finish; raises :class:`LocalProtocolError` where the profile forbids it."""
-        self._state = self._next(WriterInput.FINISH)
+        self._fire(WRITER_TRANSITIONS, _HANDLERS, _WI.FINISH)
+
+    def _payload(self, payload: bytes) -> bytes:
+        return payload
+
+    def _finished(self, _: None) -> bytes:
+        return b""  # the finish is no payload: the caller's transport sends it
+
+
+#: What each outcome of the table does (:meth:`ContainerWriter._fire`).
+_HANDLERS: Final[Mapping[WriterOutcome, Handler[bytes]]] = {
+    _WO.NOTIFICATION: ContainerWriter._payload,
+    _WO.ERROR: ContainerWriter._payload,
+    _WO.FINISH: ContainerWriter._finished,
+}

@@ -27,8 +27,8 @@ from typing import Any, Final
 
 import attrs
 
-from ..errors import AskError, AskErrorReason
-from ..mcp.json import JsonError, dumps, parse
+from ..errors import AskError, AskErrorReason, JsonError
+from ..mcp.json import dumps, parse
 
 __all__ = [
     "Ask",

@@ -12,7 +12,7 @@ import enum
 import struct
 from typing import Final, Literal
 
-from ..errors import LocalProtocolError
+from ..errors import FrameTooLarge, LocalProtocolError
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -53,28 +53,6 @@ class _Marker(enum.Enum):
 
 #: Returned by :meth:`FrameDecoder.next_frame` for a keep-alive frame.
 KEEPALIVE: Final = _Marker.KEEPALIVE
-
-
-class FrameTooLarge(Exception):
-    """Not raised by the decoder: the value it returns for an oversized frame."""
-
-    def __init__(self, length: int, limit: int) -> None:
-        super().__init__(f"frame of {length} bytes is larger than the limit of {limit} bytes")
-        self.length = length
-        self.limit = limit
-
-    @property
-    def reason(self) -> str:
-        """Why a path that met this frame ended: its size and the option that bounds it."""
-        return f"a frame of {self.length} bytes is larger than max_frame_size ({self.limit} bytes)"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FrameTooLarge):
-            return NotImplemented
-        return (self.length, self.limit) == (other.length, other.limit)
-
-    def __hash__(self) -> int:
-        return hash((self.length, self.limit))
 
 
 FrameOrMarker = bytes | Literal[_Marker.KEEPALIVE] | FrameTooLarge | None

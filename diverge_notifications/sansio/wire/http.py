@@ -4,7 +4,7 @@ What an ask and its answer look like on the wire, in one place: the path
 asks are posted to, the content types, the bearer-token rule, channel ids
 (minting and reading them back), finding the end of a head, the heads of
 answers and refusals, and the chunks a path is written in. The proxy
-(:mod:`.proxy`) reads with these, the server (:mod:`.server`) writes with
+(:mod:`..client.connection`) reads with these, the server (:mod:`..server.connection`) writes with
 them, so the two sides cannot drift apart.
 """
 
@@ -79,7 +79,7 @@ _CHANNEL_PREFIX_RE: Final = re.compile(r"[A-Za-z0-9_-]*\Z")
 class ChannelIds:
     """Mints channel ids: ``prefix`` followed by a counter (``c1``, ``c2``, ...).
 
-    Share one instance between every :class:`~.server.ServerConnection` of a
+    Share one instance between every :class:`~..server.connection.ServerConnection` of a
     server so that ids are unique per server. A channel id is 1-64
     characters of ``A-Z a-z 0-9 - _``; the prefix is checked against that
     alphabet and may be empty.

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any, Final
 
-from ..errors import FrameError, FrameErrorReason, LocalProtocolError
-from ..mcp.json import JsonError, dumps, parse
+from ..errors import FrameError, FrameErrorReason, JsonError, LocalProtocolError
+from ..mcp.json import dumps, parse
 from ..mcp.model import ErrorData, Notification
 from .framing import LENGTH_FORMAT
 
@@ -133,7 +133,7 @@ def encode_message(message: Message) -> bytes:
 def to_notification(item: NotificationLike) -> Notification:
     """``item`` as a :class:`Notification`, for a writer about to send it (strict).
 
-    Unlike the hub's lenient :func:`~.hub.as_notification`, which returns
+    Unlike the hub's lenient :func:`~..server.hub.as_notification`, which returns
     ``None`` for what is not a notification, this raises: a writer given
     something else is the caller's mistake.
 

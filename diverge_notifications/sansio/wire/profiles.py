@@ -12,9 +12,10 @@ server's tables (:mod:`..server.connection`) and the container writer
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Final
+
+from ..transitions import TableEnum
 
 __all__ = [
     "GRAMMAR_POINTS",
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 
-class Profile(enum.Enum):
+class Profile(TableEnum):
     """Which sequence rules a path follows."""
 
     #: Seed 000: ``[0]*`` then at most one ``[1]``, then the end.
@@ -37,7 +38,7 @@ class Profile(enum.Enum):
     CONTAINER = "container"
 
 
-class Part(enum.Enum):
+class Part(TableEnum):
     """What a path carries, as the profile rules see it (keep-alives are not parts)."""
 
     #: A ``[0]`` message.
@@ -57,7 +58,7 @@ _N, _ER, _F = Part.NOTIFICATION, Part.ERROR, Part.FINISH
 #: The profile rules , written once: for each profile, after what a
 #: path carried last (nothing yet, a notification, the error), the parts that
 #: may come next. The reader's :data:`TRANSITIONS`, the server's tables
-#: (:mod:`.server_states`) and the container writer's (:mod:`.writer`) are
+#: (:mod:`..server.connection`) and the container writer's (:mod:`..server.writer`) are
 #: derived from it when they are imported.
 PROFILE_GRAMMAR: Final[Mapping[Profile, Mapping[GrammarPoint, tuple[Part, ...]]]] = {
     # the provider notifications page: [0]* then at most one [1], then the end

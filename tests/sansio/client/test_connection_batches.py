@@ -577,7 +577,9 @@ def decoded_before_the_first_is_taken(payload_size: int, count: int) -> int:
 
 def test_a_step_decodes_a_run_of_short_messages_but_a_large_one_alone() -> None:
     # What one step decodes stays alive until the caller takes it: short
-    # messages are decoded 32 at a time, a large one on its own.
-    assert decoded_before_the_first_is_taken(100, 100) == 32
+    # messages are decoded 64 at a time, or 6 KiB of them, a large one on
+    # its own.
+    assert decoded_before_the_first_is_taken(1, 100) == 64
+    assert 32 < decoded_before_the_first_is_taken(100, 100) < 64
     assert decoded_before_the_first_is_taken(3500, 8) == 2
     assert decoded_before_the_first_is_taken(8000, 8) == 1

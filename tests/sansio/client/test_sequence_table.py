@@ -17,11 +17,12 @@ refusals, and the writer's table say what :data:`PROFILE_GRAMMAR` says.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
 
+import diverge_notifications.sansio.client.sequence as sequence_module
 from diverge_notifications.sansio import (
     NEED_DATA,
     ErrorData,
@@ -51,6 +52,7 @@ from diverge_notifications.sansio.server.writer import (
     WRITER_TRANSITIONS,
     ContainerWriter,
     WriterInput,
+    WriterOutcome,
     WriterState,
 )
 from diverge_notifications.sansio.wire.profiles import (
@@ -64,6 +66,9 @@ from tests.table_harness import Machine, Step, check_table
 NOTIFICATION = Notification("notifications/progress", {"progressToken": 1, "progress": 2})
 ERROR = ErrorData(code=-32603, message="down")
 UNDECODABLE = b"\x00[1, 2"
+
+#: The reader's table as its module defines it, kept before any test changes it.
+ORIGINAL: Mapping[Any, tuple[PathState, Outcome]] = dict(TRANSITIONS)
 
 
 def per_profile(table: Mapping[tuple[Profile, Any, Any], Any], profile: Profile) -> dict[Any, Any]:
@@ -116,7 +121,7 @@ def reader_effect(profile: Profile) -> Callable[[Outcome, Step[Input]], None]:
             assert first == StreamBroken(reason="gone")
         else:
             assert outcome is Outcome.VIOLATION
-            assert isinstance(first, StreamBroken)
+            assert isinstance(first, StreamBroken) and isinstance(first.reason, str)
             assert f"violates the {profile.value} profile" in first.reason
 
     return check
@@ -130,7 +135,9 @@ def discarded(step: Step[Input]) -> bool:
 
 
 @pytest.mark.parametrize("profile", list(Profile))
-def test_the_reader_does_what_its_table_says(profile: Profile) -> None:
+def test_the_reader_does_what_its_table_says(
+    profile: Profile, table: Mapping[Any, tuple[PathState, Outcome]] = TRANSITIONS
+) -> None:
     check_table(
         Machine(
             make=lambda: SequenceMachine(profile),
@@ -138,11 +145,38 @@ def test_the_reader_does_what_its_table_says(profile: Profile) -> None:
             inputs=list(Input),
             apply=read,
         ),
-        per_profile(TRANSITIONS, profile),
+        per_profile(table, profile),
         check_effect=reader_effect(profile),
         refused=discarded,
         expected_states=list(PathState),
     )
+
+
+def reader_changes() -> Iterator[Any]:
+    """Every reader table that differs from :data:`TRANSITIONS` in one entry.
+
+    Its outcome, its next state, or the row gone.
+    """
+    for key, (following, outcome) in ORIGINAL.items():
+        name = "+".join(part.name for part in key)
+        for other in Outcome:
+            if other is not outcome:
+                yield pytest.param({**ORIGINAL, key: (following, other)}, id=f"{name}/{other.name}")
+        for state in PathState:
+            if state is not following:
+                yield pytest.param({**ORIGINAL, key: (state, outcome)}, id=f"{name}->{state.name}")
+        removed = {pair: row for pair, row in ORIGINAL.items() if pair != key}
+        yield pytest.param(removed, id=f"{name} removed")
+
+
+@pytest.mark.parametrize("changed", list(reader_changes()))
+def test_any_change_to_the_reader_table_changes_the_behaviour(
+    monkeypatch: pytest.MonkeyPatch, changed: Mapping[Any, tuple[PathState, Outcome]]
+) -> None:
+    monkeypatch.setattr(sequence_module, "TRANSITIONS", changed)
+    with pytest.raises(AssertionError):
+        for profile in Profile:
+            test_the_reader_does_what_its_table_says(profile, ORIGINAL)
 
 
 # --- the container writer ----------------------------------------------------------------------
@@ -153,26 +187,21 @@ WRITE: dict[WriterInput, Callable[[ContainerWriter], bytes | None]] = {
     WriterInput.FINISH: lambda w: w.finish(),
 }
 
-#: What each write returns: the writer's effect is its input's, as the table has no outcomes.
-WRITTEN: dict[WriterInput, bytes | None] = {
-    WriterInput.NOTIFICATION: encode_message(NOTIFICATION),
-    WriterInput.ERROR: encode_message(ERROR),
-    WriterInput.FINISH: None,
+#: What each outcome of the writer's table writes: what the write returns.
+WRITTEN: dict[WriterOutcome, bytes | None] = {
+    WriterOutcome.NOTIFICATION: encode_message(NOTIFICATION),
+    WriterOutcome.ERROR: encode_message(ERROR),
+    WriterOutcome.FINISH: None,
 }
 
 
-def writer_effect(what: WriterInput, step: Step[WriterInput]) -> None:
+def writer_effect(outcome: WriterOutcome, step: Step[WriterInput]) -> None:
     assert step.error is None, step
-    assert step.result == WRITTEN[what]
+    assert step.result == WRITTEN[outcome]
 
 
 @pytest.mark.parametrize("profile", list(Profile))
 def test_the_container_writer_does_what_its_table_says(profile: Profile) -> None:
-    # The writer's table maps to a next state only; the effect is named by the input.
-    table = {
-        key: (following, key[1])
-        for key, following in per_profile(WRITER_TRANSITIONS, profile).items()
-    }
     check_table(
         Machine(
             make=lambda: ContainerWriter(profile),
@@ -180,7 +209,7 @@ def test_the_container_writer_does_what_its_table_says(profile: Profile) -> None
             inputs=list(WriterInput),
             apply=lambda writer, what: WRITE[what](writer),
         ),
-        table,
+        per_profile(WRITER_TRANSITIONS, profile),
         check_effect=writer_effect,
         refused=lambda step: isinstance(step.error, LocalProtocolError),
         expected_states=list(WriterState),

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from diverge_notifications.sansio import StreamBroken
+from diverge_notifications.sansio import StreamBroken, errors
 from diverge_notifications.sansio.client.policy import ProxyPolicy
 from diverge_notifications.sansio.client.urls import (
     PlaintextTokenRefused,
@@ -24,6 +24,7 @@ from diverge_notifications.sansio.client.urls import (
 )
 from diverge_notifications.sansio.drivers.actions import Connect, Deliver, Send
 from diverge_notifications.sansio.drivers.listen import TLS_HINT, ListenDriver
+from diverge_notifications.sansio.drivers.settings import ClientSettings
 
 
 @pytest.mark.parametrize(
@@ -107,6 +108,8 @@ def test_check_token_transport() -> None:
         check_token_transport(plain, "s3cret")
     assert "s3cret" not in str(raised.value)
     assert "allow_plaintext_token=True" in str(raised.value)
+    assert isinstance(raised.value, ValueError)
+    assert PlaintextTokenRefused is errors.PlaintextTokenRefused
     check_token_transport(plain, "s3cret", allow_plaintext_token=True)
     check_token_transport(plain, None)
     check_token_transport(parse_url("https://example.test"), "s3cret")
@@ -115,8 +118,8 @@ def test_check_token_transport() -> None:
 
 def test_the_listen_driver_refuses_a_cleartext_token_when_made() -> None:
     with pytest.raises(PlaintextTokenRefused):
-        ListenDriver("http://example.test", token="s3cret")
-    driver = ListenDriver("https://example.test", token="s3cret")
+        ListenDriver("http://example.test", ClientSettings(token="s3cret"))
+    driver = ListenDriver("https://example.test", ClientSettings(token="s3cret"))
     assert driver.endpoint.tls and driver.endpoint.port == 443
 
 
@@ -125,7 +128,9 @@ def test_the_listen_driver_refuses_a_cleartext_token_when_made() -> None:
 
 def _opened(url: str) -> ListenDriver:
     """A driver whose ask is sent and whose path is being read."""
-    driver = ListenDriver(url, events=True, policy=ProxyPolicy(require_exchange=False))
+    driver = ListenDriver(
+        url, ClientSettings(events=True), policy=ProxyPolicy(require_exchange=False)
+    )
     assert isinstance(driver.next_action(0.0), Connect)
     driver.connected(0.0)
     assert isinstance(driver.next_action(0.0), Send)

@@ -35,6 +35,7 @@ from diverge_notifications.sansio.drivers.actions import (
     Stop,
 )
 from diverge_notifications.sansio.drivers.listen import ListenDriver, ListenState
+from diverge_notifications.sansio.drivers.settings import ClientSettings
 from diverge_notifications.sansio.events import (
     AttemptsExhausted,
     ConnectionFailed,
@@ -59,10 +60,8 @@ def driver(
     options.setdefault("events", True)
     return ListenDriver(
         "http://127.0.0.1:9000/base",
+        ClientSettings(random=random, keepalive_interval=2.0, **options),
         policy=policy,
-        random=random,
-        keepalive_interval=2.0,
-        **options,
     )
 
 
@@ -153,7 +152,7 @@ def test_the_jitter_is_the_random_source_passed_in() -> None:
 
 def test_without_a_random_source_each_delay_is_the_middle_of_its_range() -> None:
     policy = ProxyPolicy(require_exchange=False, backoff=BACKOFF)
-    listener = ListenDriver("http://127.0.0.1:9000", policy=policy, events=True)
+    listener = ListenDriver("http://127.0.0.1:9000", ClientSettings(events=True), policy=policy)
     assert isinstance(listener.next_action(0.0), Connect)
     listener.connect_failed(0.0, "refused")
     assert delivered(listener, 0.0)[-1] == RetryScheduled(delay=BACKOFF.delay(1, 0.5), attempt=2)

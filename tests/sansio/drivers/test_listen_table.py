@@ -40,6 +40,7 @@ from diverge_notifications.sansio.drivers.listen import (
     ListenOutcome,
     ListenState,
 )
+from diverge_notifications.sansio.drivers.settings import ClientSettings
 from diverge_notifications.sansio.events import ConnectionFailed, RetryScheduled
 from tests.table_harness import Machine, Step, check_table
 
@@ -77,7 +78,8 @@ class Effect:
 
 def make() -> Driven:
     policy = ProxyPolicy(require_exchange=False)
-    return Driven(Pinned("http://127.0.0.1:9", policy=policy, events=True, keepalive_interval=2.0))
+    settings = ClientSettings(events=True, keepalive_interval=2.0)
+    return Driven(Pinned("http://127.0.0.1:9", settings, policy=policy))
 
 
 def _call(driven: Driven, what: ListenInput) -> object:
@@ -205,7 +207,7 @@ def test_changing_an_entry_changes_the_behaviour(
 
 def test_next_action_is_the_input_the_policy_says() -> None:
     policy = ProxyPolicy(require_exchange=False, max_attempts=1)
-    driver = ListenDriver("http://127.0.0.1:9", policy=policy, events=True)
+    driver = ListenDriver("http://127.0.0.1:9", ClientSettings(events=True), policy=policy)
     assert driver._next_input(0.0) is In.ASK_DUE
     driver.next_action(0.0)
     assert driver._next_input(0.0) is In.READ  # an ask is open: connecting

@@ -44,6 +44,7 @@ from diverge_notifications.sansio.drivers.proxy import (
     read_resource_ask,
     result_object,
 )
+from diverge_notifications.sansio.drivers.settings import ClientSettings
 from diverge_notifications.sansio.events import ConnectionFailed, StreamOpened
 
 URL = "http://127.0.0.1:9/base"
@@ -57,7 +58,7 @@ def sent_ask(driver: ExchangeDriver) -> bytes:
     driver.connected(0.0)
     send = driver.next_action(0.0)
     assert isinstance(send, Send)
-    assert driver.next_action(0.0) == Receive(timeout=driver.exchange_timeout)
+    assert driver.next_action(0.0) == Receive(timeout=driver.settings.exchange_timeout)
     return send.data
 
 
@@ -215,7 +216,7 @@ def test_no_connection_is_a_failure_saying_why() -> None:
 
 @pytest.mark.parametrize("how", ["timed out", "lost", "cut short"])
 def test_an_answer_that_does_not_come_whole_broke_off(how: str) -> None:
-    driver = ExchangeDriver(parse_url(URL), list_tools_ask(), exchange_timeout=2.5)
+    driver = ExchangeDriver(parse_url(URL), list_tools_ask(), ClientSettings(exchange_timeout=2.5))
     _, answer = served(sent_ask(driver), {"tools": []})
     if how == "timed out":
         driver.timed_out(5.0)
@@ -276,15 +277,17 @@ def test_the_outcome_is_not_there_before_the_end_and_reports_out_of_turn_are_ref
         driver.next_action(0.0)  # the connection's outcome comes first
 
 
-def test_a_token_that_cannot_be_sent_is_refused_at_once() -> None:
+def test_what_cannot_be_asked_is_refused_at_once() -> None:
     with pytest.raises(ValueError):
-        ExchangeDriver(parse_url(URL), list_tools_ask(), token="two words\n")
+        ClientSettings(token="two words\n")
     with pytest.raises(ValueError):
-        ExchangeDriver(parse_url(URL), list_tools_ask(), exchange_timeout=0)
+        ClientSettings(exchange_timeout=0)
+    with pytest.raises(ValueError, match="the proxy cannot ask"):
+        ExchangeDriver(parse_url("http://ex\u00e4mple.test"), list_tools_ask())
 
 
 def test_the_ask_goes_to_the_base_path_with_the_token() -> None:
-    driver = ExchangeDriver(parse_url(URL), list_tools_ask(), token=TOKEN)
+    driver = ExchangeDriver(parse_url(URL), list_tools_ask(), ClientSettings(token=TOKEN))
     request = sent_ask(driver)
     assert request.startswith(b"POST /base/requests HTTP/1.1\r\n")
     assert b"Authorization: Bearer s3cret\r\n" in request
@@ -331,7 +334,7 @@ def test_the_notification_ask_waits_for_the_first_answered_exchange() -> None:
 
 
 def test_one_reader_at_a_time_and_a_reader_that_stops_ends_its_ask() -> None:
-    proxy = ProxyDriver(URL, events=True)
+    proxy = ProxyDriver(URL, ClientSettings(events=True))
     answered(proxy, {"tools": []})
     first = proxy.open_notifications()
     with pytest.raises(LocalProtocolError, match="one ask open"):
@@ -356,7 +359,7 @@ def test_one_reader_at_a_time_and_a_reader_that_stops_ends_its_ask() -> None:
 
 
 def test_a_path_that_opened_then_stopped_by_its_reader() -> None:
-    proxy = ProxyDriver(URL, events=True)
+    proxy = ProxyDriver(URL, ClientSettings(events=True))
     answered(proxy, {"tools": []})
     listener = proxy.open_notifications()
     listener.next_action(0.0)
@@ -380,10 +383,22 @@ def test_a_policy_that_needs_no_exchange_lets_the_ask_go_at_once() -> None:
     assert isinstance(proxy.open_notifications().next_action(0.0), Connect)
 
 
+def test_the_options_are_checked_once_and_go_whole_to_each_driver() -> None:
+    proxy = ProxyDriver(
+        URL, ClientSettings(exchange_timeout=5.0), policy=ProxyPolicy(require_exchange=False)
+    )
+    assert proxy.settings.exchange_timeout == 5.0
+    assert proxy.exchange(list_tools_ask()).settings is proxy.settings
+    listener = proxy.open_notifications()
+    assert listener.settings is proxy.settings and listener.endpoint is proxy.endpoint
+
+
 @pytest.mark.parametrize(
     "options",
     [
         {"token": "bad token\n"},
+        {"token": "s3cret", "allow_plaintext_token": False, "url": "http://example.test"},
+        {"profile": "no such profile"},
         {"keepalive_interval": 0},
         {"connect_timeout": -1},
         {"exchange_timeout": 0},
@@ -391,8 +406,10 @@ def test_a_policy_that_needs_no_exchange_lets_the_ask_go_at_once() -> None:
     ],
 )
 def test_the_options_are_checked_when_the_proxy_is_made(options: dict[str, Any]) -> None:
+    options = dict(options)
+    url = options.pop("url", URL)
     with pytest.raises(ValueError):
-        ProxyDriver(URL, **options)
+        ProxyDriver(url, ClientSettings(**options))
 
 
 def test_a_url_that_is_not_a_base_url_is_refused() -> None:

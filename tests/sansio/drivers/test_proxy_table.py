@@ -37,6 +37,7 @@ from diverge_notifications.sansio.drivers.proxy import (
     ExchangeFailed,
     list_tools_ask,
 )
+from diverge_notifications.sansio.drivers.settings import ClientSettings
 from diverge_notifications.sansio.events import ConnectionFailed
 from tests.table_harness import Machine, Step, check_table
 
@@ -53,7 +54,7 @@ class Pinned(ExchangeDriver):
 
     pinned: ExchangeDriverInput = In.READ
 
-    def _next_input(self) -> ExchangeDriverInput:
+    def _next_input(self, now: float) -> ExchangeDriverInput:
         return self.pinned
 
 
@@ -65,7 +66,9 @@ class Effect:
 
 
 def make() -> Pinned:
-    return Pinned(parse_url("http://127.0.0.1:9"), list_tools_ask(), exchange_timeout=4.0)
+    return Pinned(
+        parse_url("http://127.0.0.1:9"), list_tools_ask(), ClientSettings(exchange_timeout=4.0)
+    )
 
 
 def _call(driver: Pinned, what: ExchangeDriverInput) -> object:
@@ -182,10 +185,10 @@ def test_changing_an_entry_changes_the_behaviour(
 
 def test_next_action_is_the_input_the_state_says() -> None:
     driver = ExchangeDriver(parse_url("http://127.0.0.1:9"), list_tools_ask())
-    assert driver._next_input() is In.START
+    assert driver._next_input(0.0) is In.START
     driver.next_action(0.0)
-    assert driver._next_input() is In.READ  # connecting: its outcome comes first
+    assert driver._next_input(0.0) is In.READ  # connecting: its outcome comes first
     driver.connected(0.0)
-    assert driver._next_input() is In.READ
+    assert driver._next_input(0.0) is In.READ
     driver.timed_out(1.0)
-    assert driver._next_input() is In.FINISHED
+    assert driver._next_input(0.0) is In.FINISHED

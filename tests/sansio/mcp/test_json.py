@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from diverge_notifications.sansio import errors
 from diverge_notifications.sansio.mcp.json import (
     MAX_DEPTH,
     JsonError,
@@ -135,8 +136,14 @@ def test_integer_limit_does_not_depend_on_interpreter_setting() -> None:
         sys.set_int_max_str_digits(old)
 
 
-def test_json_error_is_a_value_error() -> None:
+def test_json_error_is_a_value_error_and_a_decode_error() -> None:
     assert issubclass(JsonError, ValueError)
+    assert JsonError is errors.JsonError
+    assert issubclass(JsonError, errors.DecodeError)
+    assert not issubclass(JsonError, errors.LocalProtocolError)
+    with pytest.raises(JsonError) as caught:
+        parse(b"[1,")
+    assert caught.value.detail == str(caught.value)
 
 
 # --- totality and round trips -------------------------------------------------------

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import attrs
 import pytest
 
+import diverge_notifications.sansio.server.connection as connection_module
 from diverge_notifications.sansio import (
     NEED_DATA,
     Ask,
@@ -273,3 +274,54 @@ def test_a_batch_writes_what_one_at_a_time_writes(profile: Profile) -> None:
         == chunk(frames[: len(frames) // 3]) * 3
     )
     assert batch.state is one.state is ServerState.PATH_NOTIFYING
+
+
+#: The provider table with one entry changed, and what it then does.
+CHANGED: list[tuple[tuple[ServerState, ServerInput], tuple[ServerState, ServerOutcome] | None]] = [
+    # A keep-alive counts as a notification...
+    (
+        (ServerState.PATH_OPEN, ServerInput.KEEPALIVE),
+        (ServerState.PATH_NOTIFYING, ServerOutcome.KEEPALIVE),
+    ),
+    # ...a notification keeps the path open, as if none had been written...
+    (
+        (ServerState.PATH_OPEN, ServerInput.NOTIFICATION),
+        (ServerState.PATH_OPEN, ServerOutcome.FRAME),
+    ),
+    # ...declining a path refuses it...
+    (
+        (ServerState.NOTIFICATIONS_ASKED, ServerInput.DECLINE),
+        (ServerState.REFUSED, ServerOutcome.HEAD_AND_END),
+    ),
+    # ...and an open path takes no clean end.
+    ((ServerState.PATH_OPEN, ServerInput.END), None),
+]
+
+
+@pytest.mark.parametrize(("key", "changed"), CHANGED)
+def test_changing_an_entry_changes_the_behaviour(
+    monkeypatch: pytest.MonkeyPatch,
+    key: tuple[ServerState, ServerInput],
+    changed: tuple[ServerState, ServerOutcome] | None,
+) -> None:
+    original = SERVER_TRANSITIONS_BY_PROFILE[Profile.PROVIDER]
+    table = {k: row for k, row in original.items() if k != key}
+    if changed is not None:
+        table[key] = changed
+    monkeypatch.setattr(
+        connection_module,
+        "SERVER_TRANSITIONS_BY_PROFILE",
+        {**SERVER_TRANSITIONS_BY_PROFILE, Profile.PROVIDER: table},
+    )
+    check = check_effect(Profile.PROVIDER)
+    check_table(machine(Profile.PROVIDER), table, check_effect=check, refused=no_transition)
+    with pytest.raises(AssertionError):
+        check_table(machine(Profile.PROVIDER), original, check_effect=check, refused=no_transition)
+
+
+def test_every_profile_writes_notifications_after_notifications_as_frames() -> None:
+    """The state where a batch of frames moves nothing is the same in every profile's table."""
+    for table in SERVER_TRANSITIONS_BY_PROFILE.values():
+        loop = (ServerState.PATH_NOTIFYING, ServerOutcome.FRAME)
+        assert table[(ServerState.PATH_NOTIFYING, ServerInput.NOTIFICATION)] == loop
+        assert table[(ServerState.PATH_OPEN, ServerInput.NOTIFICATION)] == loop

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diverge_notifications.sansio import LocalProtocolError, Notification, encode_message
+from diverge_notifications.sansio import LocalProtocolError, Notification, encode_message, errors
 from diverge_notifications.sansio.server.hub import (
     DEFAULT_QUEUE_BYTES,
     DEFAULT_QUEUE_SIZE,
@@ -208,6 +208,7 @@ def test_a_message_at_the_frame_limit_is_published_one_byte_over_is_refused(limi
         hub.publish(of_size(limit + 1))
     assert (caught.value.size, caught.value.limit) == (limit + 1, limit)
     assert isinstance(caught.value, LocalProtocolError)
+    assert NotificationTooLarge is errors.NotificationTooLarge
     assert f"{limit + 1} bytes" in str(caught.value) and f"{limit} bytes" in str(caught.value)
     assert len(subscriber) == 1 and subscriber.refused == 1 and subscriber.dropped == 0
     counts = hub.counts()

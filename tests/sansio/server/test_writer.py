@@ -22,6 +22,7 @@ from diverge_notifications.sansio.server.writer import (
     WRITER_TRANSITIONS,
     ContainerWriter,
     WriterInput,
+    WriterOutcome,
     WriterState,
 )
 
@@ -123,7 +124,7 @@ def test_what_the_writer_allows_the_reader_accepts(
                 _ACTIONS[action](writer)
             continue
         result = _ACTIONS[action](writer)
-        assert writer.state is expected
+        assert writer.state is expected[0]
         if action is WriterInput.FINISH:
             reader.receive_finish()
         else:
@@ -142,14 +143,34 @@ def actions_taken(actions: list[WriterInput], profile: Profile) -> int:
     state = WriterState.EMPTY
     notified = 0
     for action in actions:
-        following = WRITER_TRANSITIONS.get((profile, state, action))
-        if following is None:
+        row = WRITER_TRANSITIONS.get((profile, state, action))
+        if row is None:
             continue
         notified += action is WriterInput.NOTIFICATION
-        state = following
+        state = row[0]
     return notified
 
 
 def test_the_table_covers_both_profiles() -> None:
     assert {profile for profile, _, _ in WRITER_TRANSITIONS} == set(Profile)
     assert not any(state is WriterState.FINISHED for _, state, _ in WRITER_TRANSITIONS)
+    # Each input writes its own part, wherever the grammar allows it.
+    assert {(what, outcome) for (_, _, what), (_, outcome) in WRITER_TRANSITIONS.items()} == {
+        (WriterInput.NOTIFICATION, WriterOutcome.NOTIFICATION),
+        (WriterInput.ERROR, WriterOutcome.ERROR),
+        (WriterInput.FINISH, WriterOutcome.FINISH),
+    }
+
+
+def test_the_writer_follows_its_table_as_the_module_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is read at every write: changing an entry changes what the writer does."""
+    notify = (Profile.CONTAINER, WriterState.EMPTY, WriterInput.NOTIFICATION)
+    monkeypatch.delitem(WRITER_TRANSITIONS, notify)
+    writer = ContainerWriter()
+    with pytest.raises(LocalProtocolError, match="notification is not allowed in state EMPTY"):
+        writer.notification(UPDATED)
+    assert writer.state is WriterState.EMPTY
+    ContainerWriter(Profile.PROVIDER).notification(UPDATED)  # the other profile's rows stay
+    monkeypatch.setitem(WRITER_TRANSITIONS, notify, (WriterState.ERRORED, WriterOutcome.ERROR))
+    assert writer.notification(UPDATED) == b"\x00" + UPDATED.to_bytes()
+    assert writer.finish_required

@@ -21,7 +21,7 @@ from diverge_notifications.sansio import (
     decode_ask,
     encode_ask,
 )
-from diverge_notifications.sansio.errors import AskErrorReason
+from diverge_notifications.sansio.errors import AskErrorReason, DecodeError
 from diverge_notifications.sansio.wire.asks import (
     ChannelRequest,
     ChannelRequestTag,
@@ -169,6 +169,7 @@ def test_exchanges() -> None:
 def test_ask_error_is_declared() -> None:
     assert issubclass(AskError, ProtocolError)
     assert issubclass(AskError, ValueError)
+    assert issubclass(AskError, DecodeError)
     error = AskError(AskErrorReason.UNKNOWN_TAG, "d", tag=6)
     assert error == AskError(AskErrorReason.UNKNOWN_TAG, "d", tag=6)
     assert hash(error) == hash(AskError(AskErrorReason.UNKNOWN_TAG, "d", tag=6))

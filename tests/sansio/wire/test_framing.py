@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diverge_notifications.sansio import LocalProtocolError
+from diverge_notifications.sansio import LocalProtocolError, errors
 from diverge_notifications.sansio.wire.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     KEEPALIVE,
@@ -115,6 +115,7 @@ def test_an_oversized_frame_is_refused_without_buffering_it() -> None:
     assert isinstance(too_large, FrameTooLarge)
     assert (too_large.length, too_large.limit) == (11, 10)
     assert str(too_large) == "frame of 11 bytes is larger than the limit of 10 bytes"
+    assert FrameTooLarge is errors.FrameTooLarge
     assert decoder.buffered == 0
     decoder.feed(b"z" * 1000)  # ignored: the decoder is finished
     assert decoder.buffered == 0

@@ -26,6 +26,7 @@ from diverge_notifications.sansio import (
     encode_frame,
     encode_message,
 )
+from diverge_notifications.sansio.errors import DecodeError
 from diverge_notifications.sansio.mcp.model import ErrorCode, LogMessage
 from diverge_notifications.sansio.wire.messages import (
     ERROR_TAG,
@@ -222,6 +223,7 @@ def test_bad_body(data: bytes, tag: int, detail: str) -> None:
 def test_frame_error_is_declared() -> None:
     assert issubclass(FrameError, ProtocolError)
     assert issubclass(FrameError, ValueError)
+    assert issubclass(FrameError, DecodeError)
     a = FrameError(FrameErrorReason.UNKNOWN_TAG, "d", tag=9)
     assert a == FrameError(FrameErrorReason.UNKNOWN_TAG, "d", tag=9)
     assert hash(a) == hash(FrameError(FrameErrorReason.UNKNOWN_TAG, "d", tag=9))
