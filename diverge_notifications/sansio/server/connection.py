@@ -545,8 +545,10 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
         would be.
         """
         if self._state is _FRAME_LOOP and data:
-            # No lookup: it would cost twice what the rest of a delivery
-            # does (bench/bench_hub.py, 200 paths, batch 1).
+            # No move: it would cost twice what the rest of a delivery does
+            # (bench/bench_hub.py, 200 paths, batch 1) and 2.5 times what
+            # the rest of a lone notification's write does
+            # (bench/bench_write.py, send_notification).
             return data
         if data:
             return self._move(_I.NOTIFICATION, data)
