@@ -170,7 +170,9 @@ class ListenDriver(ClientDriver):
     even a keep-alive frame) is broken: the driver ends it with
     ``StreamBroken(reason="idle timeout: no data for N s")`` and asks again.
 
-    The options come whole, as :class:`~.settings.ClientSettings`
+    ``url`` is the server's base URL, or its :class:`~..client.urls.Endpoint`
+    already parsed (a proxy's readers). The options come whole, as
+    :class:`~.settings.ClientSettings`
     (:attr:`settings`; the defaults when omitted), checked once when they
     were made. The first ask is built here, as every attempt
     builds it: a ``token`` (or an authority) that cannot go into a request
@@ -189,25 +191,14 @@ class ListenDriver(ClientDriver):
 
     def __init__(
         self,
-        url: str,
+        url: str | Endpoint,
         settings: ClientSettings | None = None,
         *,
         policy: ProxyPolicy | None = None,
     ) -> None:
-        self._start(parse_url(url), settings if settings is not None else ClientSettings(), policy)
-
-    @classmethod
-    def with_settings(
-        cls, endpoint: Endpoint, settings: ClientSettings, policy: ProxyPolicy | None = None
-    ) -> ListenDriver:
-        """A listener of ``endpoint`` with options checked already (a proxy's, for each reader)."""
-        driver = cls.__new__(cls)
-        driver._start(endpoint, settings, policy)
-        return driver
-
-    def _start(
-        self, endpoint: Endpoint, settings: ClientSettings, policy: ProxyPolicy | None
-    ) -> None:
+        endpoint = parse_url(url) if isinstance(url, str) else url
+        if settings is None:
+            settings = ClientSettings()
         check_token_transport(
             endpoint, settings.token, allow_plaintext_token=settings.allow_plaintext_token
         )

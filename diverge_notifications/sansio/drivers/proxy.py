@@ -499,7 +499,7 @@ class ProxyDriver:
             raise LocalProtocolError(
                 "the proxy's notifications are being read already: it keeps one ask open"
             )
-        self._listener = ListenDriver.with_settings(self.endpoint, self.settings, self.policy)
+        self._listener = ListenDriver(self.endpoint, self.settings, policy=self.policy)
         return self._listener
 
     def close_notifications(self, now: float) -> None:
