@@ -40,7 +40,7 @@ from ..sansio.envelope import (
     header_size,
 )
 from ..sansio.errors import NotificationTooLarge as _NotificationTooLarge
-from ..sansio.errors import check_positive_int
+from ..sansio.errors import positive_int
 from ..sansio.mcp.model import Notification
 from ..sansio.server.hub import Hub, as_notification
 
@@ -109,10 +109,6 @@ def _envelope_limits(_instance: object, _attribute: object, value: EnvelopeLimit
         raise TypeError(f"limits must be EnvelopeLimits, not {type(value).__name__}")
 
 
-def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    check_positive_int(attribute.name, value)
-
-
 @attrs.frozen(kw_only=True)
 class BrokerSettings:
     """The options of every broker, checked once; a broker is made with them whole.
@@ -129,11 +125,11 @@ class BrokerSettings:
 
     origin: str | None = attrs.field(default=None, validator=_origin_or_none)
     limits: EnvelopeLimits = attrs.field(default=DEFAULT_LIMITS, validator=_envelope_limits)
-    outbox_size: int = attrs.field(default=DEFAULT_OUTBOX_SIZE, validator=_positive_int)
-    outbox_bytes: int = attrs.field(default=DEFAULT_OUTBOX_BYTES, validator=_positive_int)
-    max_batch: int = attrs.field(default=DEFAULT_MAX_BATCH, validator=_positive_int)
-    max_batch_bytes: int = attrs.field(default=DEFAULT_MAX_BATCH_BYTES, validator=_positive_int)
-    max_origins: int = attrs.field(default=DEFAULT_MAX_ORIGINS, validator=_positive_int)
+    outbox_size: int = attrs.field(default=DEFAULT_OUTBOX_SIZE, validator=positive_int)
+    outbox_bytes: int = attrs.field(default=DEFAULT_OUTBOX_BYTES, validator=positive_int)
+    max_batch: int = attrs.field(default=DEFAULT_MAX_BATCH, validator=positive_int)
+    max_batch_bytes: int = attrs.field(default=DEFAULT_MAX_BATCH_BYTES, validator=positive_int)
+    max_origins: int = attrs.field(default=DEFAULT_MAX_ORIGINS, validator=positive_int)
 
     def __attrs_post_init__(self) -> None:
         if self.max_batch > self.limits.max_items:

@@ -45,6 +45,7 @@ from .errors import (
     FrameError,
     LocalProtocolError,
     check_positive_int,
+    positive_int,
 )
 from .mcp.model import Notification
 from .wire.framing import DEFAULT_MAX_FRAME_SIZE
@@ -100,10 +101,6 @@ def header_size(origin: str) -> int:
     return _FIXED + len(origin)
 
 
-def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    check_positive_int(attribute.name, value)
-
-
 @attrs.frozen(kw_only=True)
 class EnvelopeLimits:
     """What :func:`decode_envelope` accepts at most (all positive ints).
@@ -114,10 +111,10 @@ class EnvelopeLimits:
     the longest origin must fit in ``max_size``.
     """
 
-    max_size: int = attrs.field(default=DEFAULT_MAX_ENVELOPE_SIZE, validator=_positive)
-    max_items: int = attrs.field(default=DEFAULT_MAX_ITEMS, validator=_positive)
+    max_size: int = attrs.field(default=DEFAULT_MAX_ENVELOPE_SIZE, validator=positive_int)
+    max_items: int = attrs.field(default=DEFAULT_MAX_ITEMS, validator=positive_int)
     max_notification_size: int = attrs.field(
-        default=DEFAULT_MAX_NOTIFICATION_SIZE, validator=_positive
+        default=DEFAULT_MAX_NOTIFICATION_SIZE, validator=positive_int
     )
 
     def __attrs_post_init__(self) -> None:

@@ -34,6 +34,9 @@ wrong type and a :class:`ValueError` when its value is wrong;
 from __future__ import annotations
 
 import enum
+from typing import Any
+
+import attrs
 
 __all__ = [
     "AskError",
@@ -52,6 +55,8 @@ __all__ = [
     "ProtocolError",
     "check_positive",
     "check_positive_int",
+    "positive",
+    "positive_int",
 ]
 
 
@@ -72,6 +77,16 @@ def check_positive_int(name: str, value: int) -> int:
     if value < 1:
         raise ValueError(f"{name} must be at least 1, got {value!r}")
     return value
+
+
+def positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    """:func:`check_positive` as an ``attrs`` validator, naming the field."""
+    check_positive(attribute.name, value)
+
+
+def positive_int(_instance: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    """:func:`check_positive_int` as an ``attrs`` validator, naming the field."""
+    check_positive_int(attribute.name, value)
 
 
 class ProtocolError(Exception):

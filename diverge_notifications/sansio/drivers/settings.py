@@ -17,7 +17,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
-from ..errors import check_positive
+from ..errors import check_positive, positive
 from ..server.counts import ServingTotals
 from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
 from ..wire.http import ChannelIds, check_token
@@ -76,10 +76,6 @@ DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 DEFAULT_ANSWER_TIMEOUT: Final = 330.0
 
 
-def _check_positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    check_positive(attribute.name, value)
-
-
 def _check_no_limit_or_positive(
     _instance: object, attribute: attrs.Attribute[Any], value: float | None
 ) -> None:
@@ -115,31 +111,27 @@ class ServeSettings(Generic[_Handler]):
     """
 
     token: str | None = attrs.field(default=None, validator=_check_token)
-    keepalive_interval: float = attrs.field(
-        default=DEFAULT_KEEPALIVE_INTERVAL, validator=_check_positive
-    )
+    keepalive_interval: float = attrs.field(default=DEFAULT_KEEPALIVE_INTERVAL, validator=positive)
     profile: Profile = Profile.PROVIDER
     exchange_handler: _Handler | None = None
     queue_size: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_check_positive)
+        default=None, validator=attrs.validators.optional(positive)
     )
-    max_batch: int = attrs.field(default=DEFAULT_MAX_BATCH, validator=_check_positive)
-    close_timeout: float = attrs.field(default=DEFAULT_CLOSE_TIMEOUT, validator=_check_positive)
-    ask_timeout: float = attrs.field(default=DEFAULT_ASK_TIMEOUT, validator=_check_positive)
+    max_batch: int = attrs.field(default=DEFAULT_MAX_BATCH, validator=positive)
+    close_timeout: float = attrs.field(default=DEFAULT_CLOSE_TIMEOUT, validator=positive)
+    ask_timeout: float = attrs.field(default=DEFAULT_ASK_TIMEOUT, validator=positive)
     queue_bytes: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_check_positive)
+        default=None, validator=attrs.validators.optional(positive)
     )
-    write_buffer: int = attrs.field(default=DEFAULT_WRITE_BUFFER, validator=_check_positive)
-    stall_timeout: float = attrs.field(default=DEFAULT_STALL_TIMEOUT, validator=_check_positive)
+    write_buffer: int = attrs.field(default=DEFAULT_WRITE_BUFFER, validator=positive)
+    stall_timeout: float = attrs.field(default=DEFAULT_STALL_TIMEOUT, validator=positive)
     max_connections: int | None = attrs.field(
         default=DEFAULT_MAX_CONNECTIONS, validator=_check_no_limit_or_positive
     )
-    backlog: int = attrs.field(default=DEFAULT_BACKLOG, validator=_check_positive)
-    exchange_timeout: float = attrs.field(
-        default=DEFAULT_HANDLER_TIMEOUT, validator=_check_positive
-    )
-    linger: float = attrs.field(default=DEFAULT_LINGER, validator=_check_positive)
-    max_discard: int = attrs.field(default=DEFAULT_MAX_DISCARD, validator=_check_positive)
+    backlog: int = attrs.field(default=DEFAULT_BACKLOG, validator=positive)
+    exchange_timeout: float = attrs.field(default=DEFAULT_HANDLER_TIMEOUT, validator=positive)
+    linger: float = attrs.field(default=DEFAULT_LINGER, validator=positive)
+    max_discard: int = attrs.field(default=DEFAULT_MAX_DISCARD, validator=positive)
     send_buffer: int | None = attrs.field(default=None, validator=_check_no_limit_or_positive)
     on_report: Callable[[ServeReport], None] | None = attrs.field(default=None, eq=False)
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
@@ -165,18 +157,16 @@ class ClientSettings:
     #: Deliver every event, not just notifications.
     events: bool = False
     #: The server's keep-alive interval; three times that much silence is a broken path.
-    keepalive_interval: float = attrs.field(
-        default=DEFAULT_KEEPALIVE_INTERVAL, validator=_check_positive
-    )
+    keepalive_interval: float = attrs.field(default=DEFAULT_KEEPALIVE_INTERVAL, validator=positive)
     #: The sequence rules a path follows.
     profile: Profile = attrs.field(default=Profile.PROVIDER, converter=_profile)
     #: A longer frame breaks the path.
-    max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=_check_positive)
+    max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=positive)
     #: The jitter source, a uniform float in ``[0, 1)``; ``None``: the middle of each range.
     random: Callable[[], float] | None = attrs.field(default=None, eq=False)
     #: Seconds a connection may take.
-    connect_timeout: float = attrs.field(default=DEFAULT_CONNECT_TIMEOUT, validator=_check_positive)
+    connect_timeout: float = attrs.field(default=DEFAULT_CONNECT_TIMEOUT, validator=positive)
     #: Seconds a proxy waits for an exchange's answer.
-    exchange_timeout: float = attrs.field(default=DEFAULT_ANSWER_TIMEOUT, validator=_check_positive)
+    exchange_timeout: float = attrs.field(default=DEFAULT_ANSWER_TIMEOUT, validator=positive)
     #: Send the token over plain ``http://`` to a host that is not loopback.
     allow_plaintext_token: bool = False
