@@ -68,6 +68,7 @@ __all__ = [
     "call_exchange_handler",
     "describe_error",
     "handler_timed_out",
+    "client_settings",
     "listen_driver",
     "log_report",
     "logger",
@@ -167,13 +168,25 @@ def listen_driver(
     ``http://`` URL is a :class:`ValueError`, since nothing would be
     encrypted.
     """
-    context = options.pop("ssl", None)
-    if options.get("random") is None:
-        options["random"] = _random.random
-    policy = options.pop("policy", None)
-    settings = ClientSettings(**cast("dict[str, Any]", options))  # without ssl and policy
+    settings, policy, context = client_settings(cast("dict[str, Any]", options))
     driver = ListenDriver(url, settings, policy=policy)
     return driver, listen_context(driver.endpoint, context)
+
+
+def client_settings(
+    options: dict[str, Any],
+) -> tuple[ClientSettings, ProxyPolicy | None, ssl.SSLContext | None]:
+    """The settings, the policy and the TLS context of a ``listen()`` or ``Proxy()`` call.
+
+    ``options`` are the call's keyword options; the jitter source is
+    :func:`random.random` unless ``random`` is given.
+    """
+    options = dict(options)
+    context = options.pop("ssl", None)
+    policy = options.pop("policy", None)
+    if options.get("random") is None:
+        options["random"] = _random.random
+    return ClientSettings(**options), policy, context
 
 
 def _check_context(context: object) -> None:

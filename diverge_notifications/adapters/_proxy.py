@@ -11,7 +11,6 @@ options' type, and :class:`AsyncProxy`, the whole of the asyncio and trio
 from __future__ import annotations
 
 import contextlib
-import random as _random
 import ssl
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -25,11 +24,10 @@ from ..sansio.drivers.proxy import (
     read_resource_ask,
     result_object,
 )
-from ..sansio.drivers.settings import ClientSettings
 from ..sansio.events import Event, ResultReceived
 from ..sansio.mcp.model import Notification
 from ..sansio.wire.asks import Ask
-from ._common import ListenOptions, listen_context
+from ._common import ListenOptions, client_settings, listen_context
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -56,11 +54,7 @@ def proxy_driver(
     The jitter source is :func:`random.random` unless ``random`` is given;
     the context follows the URL's scheme as ``listen()``'s does.
     """
-    context = options.pop("ssl", None)
-    if options.get("random") is None:
-        options["random"] = _random.random
-    policy = options.pop("policy", None)
-    settings = ClientSettings(**cast("dict[str, Any]", options))  # without ssl and policy
+    settings, policy, context = client_settings(cast("dict[str, Any]", options))
     driver = ProxyDriver(url, settings, policy=policy)
     return driver, listen_context(driver.endpoint, context)
 
