@@ -5,8 +5,9 @@
   arrives.
 * :func:`serve` runs a :class:`Server` of a :class:`~diverge_notifications.sansio.Hub`.
 * :class:`Proxy` makes the exchanges of kinds 0-3 (``list_tools()``,
-  ``call_tool()``...) and reads the notifications they unlock; it raises
-  :class:`ExchangeError` and :class:`ExchangeFailed`, re-exported here.
+  ``call_tool()``...) and keeps open the notification ask they unlock; it
+  raises :class:`ExchangeError`, :class:`ExchangeFailed` and, once closed,
+  :class:`ProxyClosed`, re-exported here.
 
 All three perform the actions of the sans-IO drivers
 (:class:`~diverge_notifications.sansio.drivers.listen.ListenDriver`,
@@ -27,12 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..sansio.drivers import actions
 from ..sansio.drivers.actions import ClientDriver, ExchangeHandler
-from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed
+from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed, ProxyClosed
 from ..sansio.drivers.serve import ServingConnection
 from ..sansio.drivers.settings import ServeSettings
 from ..sansio.events import Event
@@ -65,6 +66,7 @@ __all__ = [
     "ExchangeError",
     "ExchangeFailed",
     "Proxy",
+    "ProxyClosed",
     "Server",
     "listen",
     "serve",
@@ -321,18 +323,42 @@ class Proxy(AsyncProxy):
     ``list_tools()``, ``list_resources()``, ``call_tool(name, arguments,
     progress_token=...)`` and ``read_resource(uri)`` make one exchange each
     and return its result (:class:`ExchangeError`, :class:`ExchangeFailed`
-    otherwise); ``notifications()`` iterates the one notification ask, made
-    once the first exchange was answered. See ``AsyncProxy``.
+    otherwise). Once the first exchange was answered, a task of the event
+    loop makes the notification ask and keeps it open, whether or not
+    ``notifications()`` is iterated; what arrives waits in the proxy's
+    buffer. ``async with Proxy(url) as proxy:`` closes it on exit, as
+    ``await proxy.aclose()`` does; a proxy used without ``async with``
+    keeps its task until ``aclose()`` or the end of its event loop. See
+    ``AsyncProxy``.
     """
 
     def __init__(self, url: str, **options: Unpack[ProxyOptions]) -> None:
-        super().__init__(url, asyncio.Event(), **options)
+        super().__init__(url, asyncio.Event, **options)
+        self._task: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _drive(self, driver: ClientDriver) -> AsyncGenerator[Notification | Event, None]:
         return _listen(driver, self._tls)
 
     def _now(self) -> float:
-        return asyncio.get_running_loop().time()
+        # The loop of the ask's task once there is one: its end may run when the loop stops.
+        return (self._loop or asyncio.get_running_loop()).time()
+
+    def _background(self) -> bool:
+        return True
+
+    def _spawn(self, run: Coroutine[Any, Any, None]) -> Callable[[], object]:
+        loop = self._loop = asyncio.get_running_loop()
+        task = self._task = loop.create_task(run)
+        # A task cancelled before its first step never runs its coroutine's finally.
+        task.add_done_callback(self._listen_over)
+        return task.cancel
+
+    async def __aenter__(self) -> Proxy:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 # --- asyncio helpers ------------------------------------------------------------------

@@ -12,9 +12,10 @@ For scripts and threads, with the options and behaviour of :mod:`.asyncio`'s:
   (which is not thread-safe) with a lock: publish with
   :meth:`Server.publish`, from any thread.
 * :class:`Proxy` makes the exchanges of kinds 0-3, from several threads at
-  once, and reads the notifications they unlock (:class:`Notifications`);
-  it raises :class:`ExchangeError`, :class:`ExchangeFailed` (both
-  re-exported here) and, once closed, :class:`ProxyClosed`.
+  once, and keeps open, on a thread of its own, the notification ask they
+  unlock (read with :class:`Notifications`); it raises
+  :class:`ExchangeError`, :class:`ExchangeFailed` and, once closed,
+  :class:`ProxyClosed` (all three re-exported here).
 
 All three perform the actions of the sans-IO drivers
 (:mod:`diverge_notifications.sansio.drivers.listen`,
@@ -45,6 +46,7 @@ from ..sansio.drivers.actions import ClientDriver, ExchangeResult
 from ..sansio.drivers.proxy import (
     ExchangeError,
     ExchangeFailed,
+    ProxyClosed,
     call_tool_ask,
     list_resources_ask,
     list_tools_ask,
@@ -68,7 +70,7 @@ from ._common import (
     listen_driver,
     reset_on_close,
 )
-from ._proxy import proxy_driver
+from ._proxy import log_overflow, proxy_driver
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -471,36 +473,42 @@ class _Connection:
 # --- the proxy ------------------------------------------------------------------------
 
 
-class ProxyClosed(RuntimeError):
-    """The proxy was closed: it makes no exchange and reads no notification any more."""
-
-
 class Proxy(ClosedOnExit):
     """A proxy of the server at ``url`` (``http://host:port[/base]``), on blocking sockets.
 
     The methods of the asyncio ``Proxy``, blocking: each exchange returns
     its result (or raises :class:`ExchangeError` or :class:`ExchangeFailed`),
-    and :meth:`notifications` is a blocking iterator that waits for the
-    first answered exchange, then asks. :meth:`close` (or leaving a
-    ``with`` block) stops everything from any thread: an exchange in
-    progress raises :class:`ExchangeFailed`, the notifications iterator
-    stops, and later calls raise :class:`ProxyClosed`.
+    from any thread. Once the first exchange was answered, a thread of the
+    proxy's own makes the notification ask and keeps it open, whether or
+    not :meth:`notifications` is iterated; what arrives waits in the
+    proxy's buffer, and :meth:`notifications` is a blocking iterator over
+    it. :meth:`close` (or leaving a ``with`` block) stops everything from
+    any thread: an exchange in progress raises :class:`ExchangeFailed`, the
+    ask ends and its thread with it, the notifications iterator stops, and
+    later calls raise :class:`ProxyClosed`. A proxy used without ``with``
+    keeps its thread (a daemon) until :meth:`close` or the process ends.
     """
 
     def __init__(self, url: str, **options: Unpack[ProxyOptions]) -> None:
         self.driver, self._tls = proxy_driver(url, **options)
         # The driver is not thread-safe: every call into it is made under
-        # this lock, but for the listener's own, which only its thread makes.
+        # this lock, but for the ask's own listener, which only its thread drives.
         self._lock = threading.Lock()
-        # Notified when the ask is unlocked, and on every close.
+        # Notified when the ask is unlocked, when it brings something, when it
+        # stops, and on every close.
         self._changed = threading.Condition(self._lock)
-        self._closed = False
         self._running: set[Listener] = set()
+        self._asking: Listener | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def dropped(self) -> int:
+        """How many notifications (events) arrived while the buffer was full, and were dropped."""
+        with self._lock:
+            return self.driver.dropped
 
     def _runner(self, driver: ClientDriver) -> Listener:
         """A loop performing ``driver``'s actions, stopped by :meth:`close`; under the lock."""
-        if self._closed:
-            raise ProxyClosed("the proxy is closed")
         runner = Listener(driver, self._tls)
         self._running.add(runner)
         return runner
@@ -508,7 +516,7 @@ class Proxy(ClosedOnExit):
     def exchange(self, ask: Ask) -> ResultReceived:
         """One exchange of kinds 0-3: the result, as parsed and as its bytes (``raw``)."""
         with self._lock:
-            exchange = self.driver.exchange(ask)
+            exchange = self.driver.exchange(ask)  # ProxyClosed once closed
             runner = self._runner(exchange)
         try:
             for _ in runner:
@@ -518,6 +526,7 @@ class Proxy(ClosedOnExit):
             with self._lock:
                 self._running.discard(runner)
                 if self.driver.exchange_ended(exchange, time.monotonic()):
+                    self._start_listening()
                     self._changed.notify_all()
         return exchange.answer()
 
@@ -548,55 +557,95 @@ class Proxy(ClosedOnExit):
     def notifications(self) -> Notifications:
         """What the one notification ask brings: a blocking iterator (every event with ``events``).
 
-        It waits for the first answered exchange (made on another thread)
-        before asking. One reader at a time: a second one raises
+        What arrived since the ask was made and was not read yet comes
+        first, in order. It waits for the first answered exchange (made on
+        another thread). One reader at a time: a second one raises
         ``LocalProtocolError`` at its first ``next()``. Its ``close()``, from
-        any thread, stops it; so does :meth:`close`.
+        any thread, stops it and leaves the ask open; :meth:`close` stops
+        it too.
         """
         return Notifications(self)
 
-    def _listener(self, reader: Notifications) -> Listener | None:
-        """Wait until the ask may be made: its loop, or ``None`` once ``reader`` or all closed."""
-        with self._changed:
-            while not (self.driver.may_listen or self._closed or reader.closed):
-                self._changed.wait()
-            if self._closed or reader.closed:
-                return None
-            return self._runner(self.driver.open_notifications())
-
-    def _listened(self, runner: Listener) -> None:
-        """A reader's loop is over: its ask ends (the policy counts it)."""
-        runner.close()
+    def __enter__(self) -> Proxy:
         with self._lock:
-            self._running.discard(runner)
-            self.driver.close_notifications(time.monotonic())
+            self._start_listening()  # under a policy that requires no exchange
+        return self
+
+    def _start_listening(self) -> None:
+        """Start the ask's thread if the ask is to start now (the driver says); under the lock."""
+        listener = self.driver.start_listening()
+        if listener is None:
+            return
+        runner = self._asking = Listener(listener, self._tls)
+        self._thread = threading.Thread(
+            target=self._listen, args=(runner,), name="diverge-proxy-ask", daemon=True
+        )
+        self._thread.start()
+
+    def _listen(self, runner: Listener) -> None:
+        """The ask's thread: what it delivers goes into the buffer, until it stops."""
+        driver = self.driver
+        changed = self._changed
+        try:
+            for item in runner:
+                with changed:
+                    report = driver.keep((item,))
+                    changed.notify_all()
+                log_overflow(report)
+        finally:
+            runner.close()
+            with changed:
+                driver.close_notifications(time.monotonic())
+                changed.notify_all()
+
+    def _next_buffered(self, reader: Notifications) -> Notification | Event | None:
+        """Wait for the next item of the buffer; ``None`` once ``reader`` or the proxy is done."""
+        driver = self.driver
+        with self._changed:
+            while not reader.closed:
+                # Under a policy that requires no exchange, the reader starts the ask.
+                self._start_listening()
+                item = driver.take()
+                if item is not None or driver.over:
+                    return item
+                self._changed.wait()
+            return None
 
     def _wake(self) -> None:
         with self._changed:
             self._changed.notify_all()
 
     def close(self) -> None:
-        """Stop every exchange and the notifications, from any thread; more than once is fine."""
+        """Stop every exchange, the ask and the notifications, from any thread; twice is fine.
+
+        Returns once the ask's thread is over (a connection being made ends
+        within ``connect_timeout``), but when called from that thread.
+        """
         with self._changed:
-            self._closed = True
+            self.driver.close()
             running = list(self._running)
+            asking = self._asking
+            thread = self._thread
             self._changed.notify_all()
         for runner in running:
             runner.close()
+        if asking is not None:
+            asking.close()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
 
 class Notifications(ClosedOnExit, Iterator["Notification | Event"]):
     """The blocking iterator of :meth:`Proxy.notifications`.
 
     :meth:`close` stops it from the iterating thread or any other: a wait
-    for the first exchange, a read or a backoff sleep ends at once, and
-    ``next()`` then raises ``StopIteration``.
+    for the first exchange or for the next item ends at once, and
+    ``next()`` then raises ``StopIteration``. The proxy's ask goes on.
     """
 
     def __init__(self, proxy: Proxy) -> None:
         self._proxy = proxy
         self.closed = False
-        self._runner: Listener | None = None
         # Held for the whole of each next(), as the listener's own lock is.
         self._next_lock = threading.Lock()
         self._items = self._run()
@@ -611,9 +660,6 @@ class Notifications(ClosedOnExit, Iterator["Notification | Event"]):
     def close(self) -> None:
         """Stop reading; safe from any thread, and more than once."""
         self.closed = True
-        runner = self._runner
-        if runner is not None:
-            runner.close()
         self._proxy._wake()
         if self._next_lock.acquire(blocking=False):
             try:
@@ -622,15 +668,15 @@ class Notifications(ClosedOnExit, Iterator["Notification | Event"]):
                 self._next_lock.release()
 
     def _run(self) -> Generator[Notification | Event, None, None]:
-        runner = self._runner = self._proxy._listener(self)
-        if runner is None:
-            return
+        proxy = self._proxy
+        with proxy._lock:
+            proxy.driver.open_reader()
         try:
-            if self.closed:  # closed while the loop was being made
-                return
-            yield from runner
+            while (item := proxy._next_buffered(self)) is not None:
+                yield item
         finally:
-            self._proxy._listened(runner)
+            with proxy._lock:
+                proxy.driver.close_reader()
 
 
 # --- socket helpers -------------------------------------------------------------------

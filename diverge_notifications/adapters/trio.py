@@ -4,8 +4,9 @@ The trio counterparts of :mod:`.asyncio`'s, with the same options and
 behaviour: :func:`listen` asks for notifications, asks again with backoff
 and jitter and yields what arrives; :func:`serve` runs a :class:`Server` of
 a hub while an ``async with`` block runs; :class:`Proxy` makes the
-exchanges of kinds 0-3 and reads the notifications they unlock, raising
-:class:`ExchangeError` and :class:`ExchangeFailed` (re-exported here).
+exchanges of kinds 0-3 and keeps open the notification ask they unlock
+(in the background inside ``async with``), raising :class:`ExchangeError`,
+:class:`ExchangeFailed` and :class:`ProxyClosed` (re-exported here).
 
 All three are loops that perform the actions of the sans-IO drivers
 (:mod:`diverge_notifications.sansio.drivers.listen`,
@@ -28,15 +29,15 @@ from __future__ import annotations
 import contextlib
 import math
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..sansio.drivers import actions
 from ..sansio.drivers.actions import ClientDriver, ExchangeHandler
-from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed
+from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed, ProxyClosed
 from ..sansio.drivers.serve import ServingConnection
 from ..sansio.drivers.settings import ServeSettings
 from ..sansio.events import Event
@@ -66,6 +67,7 @@ __all__ = [
     "ExchangeError",
     "ExchangeFailed",
     "Proxy",
+    "ProxyClosed",
     "Server",
     "listen",
     "serve",
@@ -331,19 +333,62 @@ class _Connection:
 class Proxy(AsyncProxy):
     """A proxy of the server at ``url`` (``http://host:port[/base]``), on trio.
 
-    The methods of the asyncio ``Proxy``, with the same behaviour. Iterate
-    ``notifications()`` inside ``contextlib.aclosing(...)``, as trio's
-    ``listen``. The proxy may be made outside ``trio.run``.
+    The methods of the asyncio ``Proxy``, with the same behaviour inside
+    ``async with Proxy(url) as proxy:``: the block's nursery runs the
+    notification ask in the background, kept open from the first answered
+    exchange until the block ends (or ``await proxy.aclose()``), whether
+    or not ``notifications()`` is iterated. trio runs no task without a
+    nursery, so a proxy used without ``async with`` asks only while
+    ``notifications()`` is iterated, as the reader's own loop, and a
+    reader that stops ends the ask (the next one asks again after the
+    policy's backoff). Iterate ``notifications()`` inside
+    ``contextlib.aclosing(...)``, as trio's ``listen``. The proxy may be
+    made outside ``trio.run``.
     """
 
     def __init__(self, url: str, **options: Unpack[ProxyOptions]) -> None:
-        super().__init__(url, trio.Event(), **options)
+        super().__init__(url, trio.Event, **options)
+        self._nursery: trio.Nursery | None = None
+        self._nursery_manager: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
 
     def _drive(self, driver: ClientDriver) -> AsyncGenerator[Notification | Event, None]:
         return _listen(driver, self._tls)
 
     def _now(self) -> float:
         return trio.current_time()
+
+    def _background(self) -> bool:
+        return self._nursery is not None
+
+    def _spawn(self, run: Coroutine[Any, Any, None]) -> Callable[[], object]:
+        assert self._nursery is not None
+        scope = trio.CancelScope()
+
+        async def cancellable() -> None:
+            with scope:
+                await run
+
+        self._nursery.start_soon(cancellable)
+        return scope.cancel
+
+    async def __aenter__(self) -> Proxy:
+        if self._nursery_manager is not None:
+            raise RuntimeError("the proxy's async with is entered already")
+        manager = self._nursery_manager = trio.open_nursery()
+        self._nursery = await manager.__aenter__()
+        self._start_listening()  # an exchange may have been answered before
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        manager = self._nursery_manager
+        assert manager is not None
+        try:
+            await self.aclose()
+        finally:
+            self._nursery = self._nursery_manager = None
+            # The background ask is over: the nursery ends with nothing to wrap,
+            # and what the block raised goes on as it was.
+            await manager.__aexit__(None, None, None)
 
 
 # --- trio helpers ---------------------------------------------------------------------

@@ -3,19 +3,23 @@
 The server is the blocking adapter's ``serve`` with an exchange handler
 written here, on loopback; each proxy runs in its adapter's own thread
 behind the runners of tests/adapters/test_adapters.py, and one scenario drives all
-three through :class:`ProxyHandle`. The order in which the server saw the
-exchanges and the notification asks is recorded on the server's side, so
-that "the ask comes after the first answered exchange, and one is kept
-open" is checked from outside. No test asserts how long anything took.
+three through :class:`ProxyHandle` (the trio proxy inside ``async
+with``, where it keeps its ask in the background; without it, in a test of
+its own). The order in which the server saw the exchanges and the
+notification asks is recorded on the server's side, so that "the ask
+comes after the first answered exchange, and one is kept open" is checked
+from outside. No test asserts how long anything took.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import pytest
+import trio
 
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
@@ -45,6 +49,7 @@ from tests.adapters.test_adapters import (
     ListenerHandle,
     TrioRunner,
     free_port,
+    progress,
     wait_until,
 )
 
@@ -120,10 +125,13 @@ class ProxyHandle:
         proxy: Any,
         run: Callable[..., Any],
         read: Callable[[], ListenerHandle],
+        close: Callable[[], None],
     ) -> None:
         self.proxy = proxy
         self._run = run
         self.read = read
+        #: Close the proxy (``aclose()``, leaving ``async with``, ``close()``) and wait for it.
+        self.close = close
 
     def exchange(self, ask: Ask) -> ResultReceived:
         result: ResultReceived = self._run(self.proxy.exchange, ask)
@@ -152,11 +160,34 @@ def asyncio_handle(runner: AsyncioRunner, url: str, **options: Any) -> ProxyHand
     def read() -> ListenerHandle:
         return runner.collect(proxy.notifications, failure_as_item=True)
 
-    return ProxyHandle(proxy, run, read)
+    return ProxyHandle(proxy, run, read, close=lambda: runner.run(proxy.aclose()))
 
 
-def trio_handle(runner: TrioRunner, url: str, **options: Any) -> ProxyHandle:
+def trio_handle(
+    runner: TrioRunner, url: str, *, inside_with: bool = True, **options: Any
+) -> ProxyHandle:
+    """A trio proxy, inside ``async with`` held open in the runner's nursery unless told not."""
     proxy = trio_adapter.Proxy(url, **options)  # made outside trio.run, as documented
+    leave = runner.call(trio.Event)
+    left = threading.Event()
+
+    async def keep(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with proxy:
+                task_status.started()
+                await leave.wait()
+        finally:
+            left.set()
+
+    def close() -> None:
+        if inside_with:
+            runner.call(leave.set)
+            assert left.wait(HANG), "the proxy's async with did not end"
+        else:
+            runner.run(proxy.aclose)
+
+    if inside_with:
+        runner.run(runner.nursery.start, keep)
 
     def run(function: Callable[..., Any], *args: Any) -> Any:
         async def call() -> Any:
@@ -167,7 +198,7 @@ def trio_handle(runner: TrioRunner, url: str, **options: Any) -> ProxyHandle:
     def read() -> ListenerHandle:
         return runner.collect(proxy.notifications, failure_as_item=True)
 
-    return ProxyHandle(proxy, run, read)
+    return ProxyHandle(proxy, run, read, close)
 
 
 def blocking_handle(url: str, **options: Any) -> ProxyHandle:
@@ -179,7 +210,7 @@ def blocking_handle(url: str, **options: Any) -> ProxyHandle:
     def read() -> ListenerHandle:
         return BlockingRunner.collect(proxy.notifications(), failure_as_item=True)
 
-    return ProxyHandle(proxy, run, read)
+    return ProxyHandle(proxy, run, read, close=proxy.close)
 
 
 @pytest.fixture(scope="module")
@@ -200,19 +231,25 @@ def server() -> Iterator[Server]:
 @pytest.fixture(params=NAMES)
 def make_proxy(
     request: pytest.FixtureRequest, runners: dict[str, Any]
-) -> Callable[..., ProxyHandle]:
+) -> Iterator[Callable[..., ProxyHandle]]:
     name = request.param
+    made: list[ProxyHandle] = []
 
     def make(url: str, **options: Any) -> ProxyHandle:
         options.setdefault("keepalive_interval", KEEPALIVE)
         options.setdefault("policy", ProxyPolicy(backoff=BACKOFF))
         if name == "blocking":
-            return blocking_handle(url, **options)
-        if name == "trio":
-            return trio_handle(runners["trio"], url, **options)
-        return asyncio_handle(runners["asyncio"], url, **options)
+            handle = blocking_handle(url, **options)
+        elif name == "trio":
+            handle = trio_handle(runners["trio"], url, **options)
+        else:
+            handle = asyncio_handle(runners["asyncio"], url, **options)
+        made.append(handle)
+        return handle
 
-    return make
+    yield make
+    for handle in made:
+        handle.close()  # twice is fine
 
 
 def _opened(item: object) -> bool:
@@ -278,7 +315,7 @@ def test_a_path_that_ends_is_asked_again_and_one_ask_is_kept_open(
     assert server.log == ["exchange 1", "ask", "ask"]
 
 
-def test_one_reader_at_a_time_and_a_new_reader_asks_again(
+def test_one_reader_at_a_time_and_the_ask_outlives_its_readers(
     server: Server, make_proxy: Callable[..., ProxyHandle]
 ) -> None:
     proxy = make_proxy(server.url, events=True)
@@ -289,11 +326,94 @@ def test_one_reader_at_a_time_and_a_new_reader_asks_again(
     refusal = second.received.next()
     assert isinstance(refusal, LocalProtocolError), refusal
     reading.stop()
-    wait_until(lambda: server.subscribers() == 0, "the first path to close")
+    server.server.publish(progress(1))  # nobody reads: the path is open all the same
     again = proxy.read()
-    again.received.until(_opened)
+    heard = again.received.until(lambda item: isinstance(item, NotificationReceived))
+    assert heard[-1].notification == progress(1)  # type: ignore[union-attr]
     assert server.subscribers() == 1
     again.stop()
+    assert server.log == ["exchange 0", "ask"]
+
+
+def _close_and_check_freed(proxy: ProxyHandle, server: Server) -> None:
+    """Close ``proxy``: its ask ends on the server, and it holds nothing more."""
+    proxy.close()
+    wait_until(lambda: server.subscribers() == 0, "the proxy's ask to end")
+    driver = proxy.proxy.driver
+    assert driver.listener is None and driver.buffered == 0 and driver.over
+    thread = getattr(proxy.proxy, "_thread", None)
+    assert thread is None or not thread.is_alive()
+    task = getattr(proxy.proxy, "_task", None)
+    assert task is None or task.done()
+    with pytest.raises(blocking_adapter.ProxyClosed):  # the same class in all three adapters
+        proxy.method("list_tools")
+
+
+def test_the_ask_is_kept_open_while_nobody_reads_and_what_comes_waits_in_order(
+    server: Server, make_proxy: Callable[..., ProxyHandle]
+) -> None:
+    proxy = make_proxy(server.url)
+    proxy.method("list_tools")
+    # The application has not started reading: the ask is open all the same.
+    wait_until(lambda: server.subscribers() == 1, "the proxy's ask to open")
+    published = [progress(index) for index in range(5)]
+    for notification in published:
+        server.server.publish(notification)
+    wait_until(lambda: proxy.proxy.driver.buffered == 5, "the notifications to reach the proxy")
+    reading = proxy.read()
+    assert [reading.received.next() for _ in published] == published
+    assert proxy.proxy.dropped == 0
+    assert server.log == ["exchange 0", "ask"]
+    _close_and_check_freed(proxy, server)
+    assert reading.received.finished.wait(HANG), "the reader did not end with the proxy"
+
+
+def test_what_arrives_while_the_buffer_is_full_is_dropped_counted_and_logged(
+    server: Server, make_proxy: Callable[..., ProxyHandle], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="diverge_notifications.proxy")
+    proxy = make_proxy(server.url, notification_buffer=2)
+    proxy.method("list_tools")
+    wait_until(lambda: server.subscribers() == 1, "the proxy's ask to open")
+    for index in range(5):
+        server.server.publish(progress(index))
+    wait_until(lambda: proxy.proxy.dropped == 3, "three notifications to be dropped")
+    overflows = [r for r in caplog.records if r.name == "diverge_notifications.proxy"]
+    assert [r.getMessage() for r in overflows] == [
+        "the proxy's notification buffer is full (2 items): what arrives is dropped "
+        "until the application reads (1 dropped so far, proxy.dropped)"
+    ]
+    reading = proxy.read()
+    # The first to arrive are kept; the gap is at the end. Then room again.
+    assert [reading.received.next() for _ in range(2)] == [progress(0), progress(1)]
+    server.server.publish(progress(9))
+    assert reading.received.next() == progress(9)
+    assert proxy.proxy.dropped == 3
+    reading.stop()
+
+
+def test_a_trio_proxy_without_async_with_asks_while_it_is_read(
+    server: Server, runners: dict[str, Any]
+) -> None:
+    policy = ProxyPolicy(backoff=BACKOFF)
+    proxy = trio_handle(
+        runners["trio"],
+        server.url,
+        inside_with=False,
+        events=True,
+        keepalive_interval=KEEPALIVE,
+        policy=policy,
+    )
+    proxy.method("list_tools")
+    assert server.subscribers() == 0  # no nursery, no background: nobody reads yet
+    reading = proxy.read()
+    reading.received.until(_opened)
+    reading.stop()
+    wait_until(lambda: server.subscribers() == 0, "the reader's ask to end")
+    again = proxy.read()
+    again.received.until(_opened)
+    again.stop()
+    proxy.close()
     assert server.log == ["exchange 0", "ask", "ask"]
 
 
@@ -367,6 +487,7 @@ def test_blocking_close_stops_a_reader_and_a_call_from_another_thread(server: Se
     assert isinstance(failure, ExchangeFailed), failure
     with pytest.raises(blocking_adapter.ProxyClosed):
         proxy.list_tools()
+    assert blocking_adapter.ProxyClosed is asyncio_adapter.ProxyClosed is trio_adapter.ProxyClosed
     assert list(proxy.notifications()) == []
     proxy.close()  # twice is fine
     assert "ask" not in server.log

@@ -16,10 +16,14 @@ module decides all of it; the adapters' ``Proxy`` classes move the bytes.
   :data:`EXCHANGE_DRIVER_TRANSITIONS`.
 - :class:`ProxyDriver` holds the :class:`ProxyPolicy` (by default
   ``require_exchange=True``), makes the exchanges, unlocks the notification
-  ask when the first one is answered, and gives one reader at a time a
-  :class:`~.listen.ListenDriver` on that policy for it. The re-asks,
-  their backoff and the idle timeout are the listener driver's, as for
-  ``listen()``.
+  ask when the first one is answered, and hands out the one
+  :class:`~.listen.ListenDriver` of that ask, on that policy
+  (:meth:`ProxyDriver.start_listening`). The re-asks, their backoff and
+  the idle timeout are the listener driver's, as for ``listen()``. What
+  the ask brings waits in the proxy's bounded buffer until the application
+  reads it (:meth:`ProxyDriver.keep`, :meth:`ProxyDriver.take`); what
+  arrives when the buffer is full is dropped and counted
+  (:attr:`ProxyDriver.dropped`).
 
 The ask builders (:func:`call_tool_ask` and the others) make the params of
 the four exchanges as MCP spells them. Nothing here opens sockets, sleeps,
@@ -29,8 +33,11 @@ parameters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
+
+import attrs
 
 from ..client.connection import ExchangeConnection
 from ..client.policy import PolicyState, ProxyPolicy
@@ -46,7 +53,7 @@ from ..events import (
     StreamEnded,
     StreamErrored,
 )
-from ..mcp.model import ErrorData
+from ..mcp.model import ErrorData, Notification
 from ..transitions import TableEnum
 from ..wire.asks import Ask, Exchange
 from .actions import ClientDriver, Connect, Rules
@@ -59,12 +66,14 @@ __all__ = [
     "ABANDONED",
     "EXCHANGE_DRIVER_TRANSITIONS",
     "STOPPED_READING",
+    "BufferOverflow",
     "ExchangeDriver",
     "ExchangeDriverInput",
     "ExchangeDriverOutcome",
     "ExchangeDriverState",
     "ExchangeError",
     "ExchangeFailed",
+    "ProxyClosed",
     "ProxyDriver",
     "call_tool_ask",
     "list_resources_ask",
@@ -170,6 +179,10 @@ class ExchangeFailed(Exception):
         super().__init__(reason)
         self.event = event
         self.reason = reason
+
+
+class ProxyClosed(RuntimeError):
+    """The proxy was closed: it makes no exchange and no notification ask any more."""
 
 
 # --- one exchange: the table -----------------------------------------------------------------
@@ -410,25 +423,52 @@ _EXCHANGE_HANDLERS: Final[Mapping[ExchangeDriverOutcome, Callable[[ExchangeDrive
 # --- the proxy -------------------------------------------------------------------------------
 
 
+@attrs.frozen(kw_only=True)
+class BufferOverflow:
+    """The proxy's notification buffer was full, and what arrived was dropped: to be logged.
+
+    :meth:`ProxyDriver.keep` returns one at the first drop after the
+    buffer was last empty (one per time it filled up, not one per item);
+    ``dropped`` is the proxy's total so far, ``capacity`` the buffer's size.
+    """
+
+    capacity: int
+    dropped: int
+
+
 class ProxyDriver:
     """A proxy's decisions: its exchanges and its one notification ask, I/O left out.
 
     :meth:`exchange` makes the driver of one exchange; the adapter runs it
     and reports its end with :meth:`exchange_ended`. The first exchange the
     server answers (a result or an error) unlocks the notification ask
-    (:attr:`may_listen`); :meth:`open_notifications` then hands out the
-    ask's :class:`~.listen.ListenDriver`, to one reader at a time, and
-    :meth:`close_notifications` takes it back. Every re-ask, its backoff
-    and jitter are the ``policy``'s (default ``ProxyPolicy()``, which
-    requires that first exchange; with ``require_exchange=False`` the ask
-    may be made at once).
+    (:attr:`may_listen`); from then on :meth:`start_listening` hands out the
+    ask's :class:`~.listen.ListenDriver`, once, for the adapter to run in
+    the background for the proxy's life, and :meth:`close_notifications`
+    takes it back when that run ends. Every re-ask, its backoff and jitter
+    are the ``policy``'s (default ``ProxyPolicy()``, which requires that
+    first exchange; with ``require_exchange=False`` the ask may be made at
+    once).
+
+    What the ask delivers goes into a buffer of at most
+    ``settings.notification_buffer`` items (:meth:`keep`), whether or not
+    the application reads; one reader at a time (:meth:`open_reader`)
+    takes it out in order (:meth:`take`). What arrives while the buffer is
+    full is dropped and counted (:attr:`dropped`): the items kept are what
+    arrived first, the gap is at the end. :meth:`close` ends it all: no
+    exchange and no ask after it.
+
+    An adapter that cannot run the ask in the background (trio without
+    ``async with``) lets its reader drive it instead:
+    :meth:`open_notifications` gives the reader the ask's driver and
+    :meth:`close_notifications` ends the ask when the reader stops.
 
     The options come whole, as :attr:`settings` (a
     :class:`~.settings.ClientSettings`, the defaults when omitted): those of
-    ``listen()``, which go to the notification ask, and ``exchange_timeout``.
-    Every exchange and every reader's ask is made with them. A ``token``
-    that would go in cleartext to a host that is not loopback is refused
-    here (:class:`~..errors.PlaintextTokenRefused`).
+    ``listen()``, which go to the notification ask, ``exchange_timeout`` and
+    ``notification_buffer``. Every exchange and every ask is made with them.
+    A ``token`` that would go in cleartext to a host that is not loopback
+    is refused here (:class:`~..errors.PlaintextTokenRefused`).
     """
 
     def __init__(
@@ -450,6 +490,14 @@ class ProxyDriver:
             allow_plaintext_token=self.settings.allow_plaintext_token,
         )
         self._listener: ListenDriver | None = None
+        # Whether the background ask was started: it is started once, for the proxy's life.
+        self._started = False
+        self._closed = False
+        self._reading = False
+        self._buffer: deque[Notification | Event] = deque()
+        self._dropped = 0
+        # Set at the first drop after the buffer was last empty: one report per overflow.
+        self._overflowing = False
 
     @property
     def may_listen(self) -> bool:
@@ -458,11 +506,44 @@ class ProxyDriver:
 
     @property
     def listener(self) -> ListenDriver | None:
-        """The driver of the notification ask while a reader holds it, else ``None``."""
+        """The driver of the notification ask while it runs, else ``None``."""
         return self._listener
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def dropped(self) -> int:
+        """How many items arrived while the buffer was full, and were dropped."""
+        return self._dropped
+
+    @property
+    def buffered(self) -> int:
+        """How many items wait in the buffer for the application to read them."""
+        return len(self._buffer)
+
+    @property
+    def over(self) -> bool:
+        """Whether nothing more is to be read: the buffer is empty and no ask will come.
+
+        That is, the background ask ended, and will not be made again: the
+        proxy was closed, or the policy gave up (``AttemptsExhausted``).
+        """
+        return (
+            not self._buffer
+            and self._listener is None
+            and (self._closed or (self._started and self.policy.exhausted))
+        )
+
     def exchange(self, ask: Ask) -> ExchangeDriver:
-        """The driver of one exchange of kinds 0-3 (``ask``), on a connection of its own."""
+        """The driver of one exchange of kinds 0-3 (``ask``), on a connection of its own.
+
+        Raises :class:`ProxyClosed` once the proxy was closed.
+        """
+        if self._closed:
+            raise ProxyClosed("the proxy is closed")
         return ExchangeDriver(self.endpoint, ask, self.settings)
 
     def exchange_ended(self, exchange: ExchangeDriver, now: float) -> bool:
@@ -480,15 +561,27 @@ class ProxyDriver:
             self.policy.exchange_completed()
         return self.may_listen
 
-    def open_notifications(self) -> ListenDriver:
-        """The driver of the one notification ask, for one reader.
+    def start_listening(self) -> ListenDriver | None:
+        """The driver of the background ask, when it is to start now; else ``None``.
 
-        Each reader gets a driver of its own, on the one policy: a reader
-        that stopped left its ask ended (:meth:`close_notifications`), and
-        the next one asks when the policy says. Raises
-        :class:`LocalProtocolError` before the first exchange was answered
-        (wait for :attr:`may_listen`) and while another reader holds the
-        ask: one ask is kept open, by one reader.
+        It starts once, as soon as the ask may be made (:attr:`may_listen`)
+        and the proxy is open: the adapter runs it until :class:`Stop` (the
+        policy gave up) or until the proxy closes, handing what it delivers
+        to :meth:`keep`, then calls :meth:`close_notifications`. The adapter
+        may call this whenever the ask may have been unlocked (after each
+        exchange, when a reader starts): it says ``None`` every other time.
+        """
+        if self._started or self._closed or not self.may_listen:
+            return None
+        self._started = True
+        return self.open_notifications()
+
+    def open_notifications(self) -> ListenDriver:
+        """The driver of the one notification ask.
+
+        Raises :class:`LocalProtocolError` before the first exchange was
+        answered (wait for :attr:`may_listen`) and while the ask runs
+        already: one ask is kept open.
         """
         if not self.may_listen:
             raise LocalProtocolError(
@@ -503,11 +596,11 @@ class ProxyDriver:
         return self._listener
 
     def close_notifications(self, now: float) -> None:
-        """The reader stopped reading (its adapter closed the connection) at ``now``.
+        """The ask's run is over (its adapter closed the connection) at ``now``.
 
         An ask in progress ends there, as an abrupt end the policy counts
-        (:data:`STOPPED_READING`), and the next reader asks after its
-        backoff. The driver is let go with whatever it still had to do.
+        (:data:`STOPPED_READING`). The driver is let go with whatever it
+        still had to do.
         """
         listener, self._listener = self._listener, None
         if listener is None:
@@ -516,3 +609,59 @@ class ProxyDriver:
             listener.connect_failed(now, STOPPED_READING)
         elif listener.state is ListenState.OPEN:
             listener.connection_lost(now, STOPPED_READING)
+
+    # -- the buffer ---------------------------------------------------------------------
+
+    def keep(self, items: Sequence[Notification | Event]) -> BufferOverflow | None:
+        """Put what the ask delivered into the buffer, in order, as room allows.
+
+        Past ``settings.notification_buffer`` items, what arrives is
+        dropped and counted in :attr:`dropped`. The first drop after the
+        buffer was last empty returns a :class:`BufferOverflow` for the
+        adapter to log; otherwise ``None``.
+        """
+        buffer = self._buffer
+        room = self.settings.notification_buffer - len(buffer)
+        if len(items) <= room:
+            buffer.extend(items)
+            return None
+        if room > 0:
+            buffer.extend(items[:room])
+        self._dropped += len(items) - max(room, 0)
+        if self._overflowing:
+            return None
+        self._overflowing = True
+        return BufferOverflow(capacity=self.settings.notification_buffer, dropped=self._dropped)
+
+    def take(self) -> Notification | Event | None:
+        """The oldest item of the buffer, taken out; ``None`` when it is empty."""
+        buffer = self._buffer
+        if not buffer:
+            return None
+        item = buffer.popleft()
+        if not buffer:
+            self._overflowing = False
+        return item
+
+    def open_reader(self) -> None:
+        """A reader starts taking from the buffer: one at a time (:class:`LocalProtocolError`)."""
+        if self._reading:
+            raise LocalProtocolError(
+                "the proxy's notifications are being read already: one reader at a time"
+            )
+        self._reading = True
+
+    def close_reader(self) -> None:
+        """The reader stopped; the ask goes on, and what it brings is kept for the next one."""
+        self._reading = False
+
+    def close(self) -> None:
+        """The proxy closes: no exchange and no ask after this.
+
+        The adapter stops the ask's run, which then calls
+        :meth:`close_notifications`. What the buffer held is let go: a
+        reader finds the proxy :attr:`over`.
+        """
+        self._closed = True
+        self._buffer.clear()
+        self._overflowing = False

@@ -17,7 +17,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
-from ..errors import check_positive, positive
+from ..errors import check_positive, positive, positive_int
 from ..server.counts import ServingTotals
 from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
 from ..wire.http import ChannelIds, check_token
@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_DISCARD",
+    "DEFAULT_NOTIFICATION_BUFFER",
     "DEFAULT_STALL_TIMEOUT",
     "DEFAULT_WRITE_BUFFER",
     "ClientSettings",
@@ -74,6 +75,9 @@ DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 #: call (``bridge.DEFAULT_EXCHANGE_TIMEOUT``, 300 s), so that the relay's own timeout error
 #: is what arrives, not a silence.
 DEFAULT_ANSWER_TIMEOUT: Final = 330.0
+#: Notifications (events, with ``events=True``) a proxy keeps until its application reads
+#: them; what arrives beyond is dropped and counted (``proxy.dropped``).
+DEFAULT_NOTIFICATION_BUFFER: Final = 1024
 
 
 def _check_no_limit_or_positive(
@@ -170,3 +174,7 @@ class ClientSettings:
     exchange_timeout: float = attrs.field(default=DEFAULT_ANSWER_TIMEOUT, validator=positive)
     #: Send the token over plain ``http://`` to a host that is not loopback.
     allow_plaintext_token: bool = False
+    #: Items a proxy keeps until its application reads them (a listener keeps none).
+    notification_buffer: int = attrs.field(
+        default=DEFAULT_NOTIFICATION_BUFFER, validator=positive_int
+    )

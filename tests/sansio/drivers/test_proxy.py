@@ -33,10 +33,12 @@ from diverge_notifications.sansio.drivers.listen import ListenState
 from diverge_notifications.sansio.drivers.proxy import (
     ABANDONED,
     STOPPED_READING,
+    BufferOverflow,
     ExchangeDriver,
     ExchangeDriverState,
     ExchangeError,
     ExchangeFailed,
+    ProxyClosed,
     ProxyDriver,
     call_tool_ask,
     list_resources_ask,
@@ -44,7 +46,10 @@ from diverge_notifications.sansio.drivers.proxy import (
     read_resource_ask,
     result_object,
 )
-from diverge_notifications.sansio.drivers.settings import ClientSettings
+from diverge_notifications.sansio.drivers.settings import (
+    DEFAULT_NOTIFICATION_BUFFER,
+    ClientSettings,
+)
 from diverge_notifications.sansio.events import ConnectionFailed, StreamOpened
 
 URL = "http://127.0.0.1:9/base"
@@ -421,3 +426,67 @@ def test_a_url_that_is_not_a_base_url_is_refused() -> None:
 
 def test_a_result_received_is_an_object() -> None:
     assert result_object(ResultReceived(result={"a": 1}, raw=b'{"a":1}')) == {"a": 1}
+
+
+# --- the proxy: the background ask, the buffer, the close ------------------------------------
+
+
+def test_the_background_ask_starts_once_when_unlocked_and_never_once_closed() -> None:
+    proxy = ProxyDriver(URL)
+    assert proxy.start_listening() is None  # locked: no exchange answered
+    answered(proxy, {"tools": []})
+    listener = proxy.start_listening()
+    assert listener is not None and proxy.listener is listener
+    assert proxy.start_listening() is None  # one ask, for the proxy's life
+    assert not proxy.over
+    proxy.close_notifications(1.0)  # its run ended (the adapter stopped it)
+    assert proxy.start_listening() is None and not proxy.over  # nor closed, nor given up
+    proxy.close()
+    assert proxy.over and proxy.closed
+    with pytest.raises(ProxyClosed):
+        proxy.exchange(list_tools_ask())
+    closed_early = ProxyDriver(URL, policy=ProxyPolicy(require_exchange=False))
+    closed_early.close()
+    assert closed_early.start_listening() is None and closed_early.over
+
+
+def test_the_buffer_keeps_the_first_to_arrive_and_counts_and_reports_the_rest() -> None:
+    assert ClientSettings().notification_buffer == DEFAULT_NOTIFICATION_BUFFER == 1024
+    proxy = ProxyDriver(URL, ClientSettings(notification_buffer=3))
+    items = [progress_item(index) for index in range(5)]
+    assert proxy.keep(items[:2]) is None
+    # The first drop since the buffer was last empty is reported, once.
+    assert proxy.keep(items[2:4]) == BufferOverflow(capacity=3, dropped=1)
+    assert proxy.keep(items[4:]) is None
+    assert proxy.dropped == 2 and proxy.buffered == 3
+    assert proxy.take() == items[0]
+    assert proxy.keep(items[:2]) is None  # room for one: the same overflow goes on
+    assert proxy.dropped == 3
+    taken = [proxy.take() for _ in range(4)]
+    assert taken == [items[1], items[2], items[0], None]  # in the order they came
+    # Emptied: the next overflow is reported again.
+    assert proxy.keep(items) == BufferOverflow(capacity=3, dropped=5)
+    proxy.close()  # lets the buffer go
+    assert proxy.buffered == 0 and proxy.take() is None
+
+
+def test_one_reader_of_the_buffer_at_a_time() -> None:
+    proxy = ProxyDriver(URL)
+    proxy.open_reader()
+    with pytest.raises(LocalProtocolError, match="one reader at a time"):
+        proxy.open_reader()
+    proxy.close_reader()
+    proxy.open_reader()
+
+
+def test_the_buffer_size_is_checked() -> None:
+    with pytest.raises(ValueError):
+        ClientSettings(notification_buffer=0)
+    with pytest.raises(TypeError):
+        ClientSettings(notification_buffer=2.5)  # type: ignore[arg-type]
+
+
+def progress_item(index: int) -> Any:
+    from diverge_notifications.sansio import Notification
+
+    return Notification("notifications/progress", {"progressToken": "t", "progress": index})
