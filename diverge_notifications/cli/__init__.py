@@ -32,7 +32,14 @@ from .demo import run_demo_command
 from .listen import run_listen, trouble_line
 from .output import compact_json, event_record, notification_line
 from .parser import build_parser, check_listen_url, check_token
-from .running import EXIT_BROKEN, EXIT_ERRORED, EXIT_NO_CONNECTION, EXIT_OK, EXIT_USAGE
+from .running import (
+    EXIT_BROKEN,
+    EXIT_ERRORED,
+    EXIT_NO_CONNECTION,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+)
 from .serve import MCP_MISSING_MESSAGE, run_serve
 
 __all__ = [
@@ -40,6 +47,7 @@ __all__ = [
     "EXIT_ERRORED",
     "EXIT_NO_CONNECTION",
     "EXIT_OK",
+    "EXIT_REFUSED",
     "EXIT_USAGE",
     "MCP_MISSING_MESSAGE",
     "build_parser",

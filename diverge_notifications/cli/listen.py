@@ -30,6 +30,7 @@ from ..sansio import (
     StreamErrored,
     StreamOpened,
 )
+from ..sansio.client.urls import base_url_hint
 from ..sansio.events import AttemptsExhausted
 from .output import (
     closed_stdout,
@@ -48,15 +49,17 @@ from .running import (
     EXIT_ERRORED,
     EXIT_NO_CONNECTION,
     EXIT_OK,
+    EXIT_REFUSED,
     EXIT_USAGE,
     PROG,
     UsageError,
     aclose,
+    is_refusal,
     on_signals,
 )
 from .terminal import visible
 
-__all__ = ["run_listen", "trouble_line"]
+__all__ = ["once_status", "run_listen", "trouble_line"]
 
 
 def _cancel(task: asyncio.Task[Any]) -> None:
@@ -69,6 +72,18 @@ _EXIT_BY_TERMINAL: Final[Mapping[type, int]] = {
     StreamErrored: EXIT_ERRORED,
     StreamBroken: EXIT_BROKEN,
 }
+
+
+def once_status(event: Event) -> int | None:
+    """The exit status of ``listen --once`` after ``event``, if it ends the path; else ``None``.
+
+    A refusal (a ``NotServed`` whose status is not 2xx: 401, 404, 503...)
+    is 5, so that a script can tell it from a clean end with nothing
+    (``NotServed`` with status 200), which is 0.
+    """
+    if isinstance(event, NotServed) and is_refusal(event.status):
+        return EXIT_REFUSED
+    return _EXIT_BY_TERMINAL.get(type(event))
 
 
 def trouble_line(event: Event) -> str | None:
@@ -88,7 +103,7 @@ def trouble_line(event: Event) -> str | None:
     if isinstance(event, ConnectionFailed):
         return f"listen: could not connect: {visible(event.reason)}"
     if isinstance(event, NotServed):
-        if event.status is None or 200 <= event.status < 300:
+        if not is_refusal(event.status):
             return None
         return f"listen: not served ({event.status}): {visible(event.reason)}"
     if isinstance(event, StreamErrored):
@@ -170,8 +185,8 @@ async def _listen(
                             line = for_terminal(text, sys.stdout).encode("utf-8") + b"\n"
                         stdout.write(line)
                         stdout.flush()
-                    if once and type(item) in _EXIT_BY_TERMINAL:
-                        status = _EXIT_BY_TERMINAL[type(item)]
+                    if once and (ended := once_status(item)) is not None:
+                        status = ended
                         break
                     if (once and isinstance(item, ConnectionFailed)) or isinstance(
                         item, AttemptsExhausted
@@ -200,6 +215,9 @@ def run_listen(args: argparse.Namespace) -> int:
     except ValueError as error:
         say(f"{PROG} listen: error: {error}")
         return EXIT_USAGE
+    hint = base_url_hint(args.url)
+    if hint is not None:
+        say(f"listen: hint: {hint}")
     human = not args.events and stdout_is_a_terminal()
     try:
         return asyncio.run(_listen(args, human=human, token=token, tls=tls))

@@ -1,8 +1,9 @@
 """What the commands share while they run: exit statuses, late usage errors, signals.
 
-Exit statuses of ``listen --once``: 0 after ``StreamEnded`` or ``NotServed``,
-3 after ``StreamErrored``, 4 after ``StreamBroken``, 1 when no connection
-could be made; 2 for a usage error, for every command.
+Exit statuses of ``listen --once``: 0 after ``StreamEnded`` or a clean
+``NotServed`` (status 200), 5 after a refusal (a ``NotServed`` whose status
+is not 2xx), 3 after ``StreamErrored``, 4 after ``StreamBroken``, 1 when no
+connection could be made; 2 for a usage error, for every command.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ EXIT_USAGE: Final = 2
 EXIT_ERRORED: Final = 3
 #: ``listen --once`` ended with ``StreamBroken``.
 EXIT_BROKEN: Final = 4
+#: The ask was refused: an answer whose status is not 2xx (401, 404, 503...).
+EXIT_REFUSED: Final = 5
+
+
+def is_refusal(status: int | None) -> bool:
+    """Whether a ``NotServed`` of ``status`` is a refusal (exit status 5): known, and not 2xx."""
+    return status is not None and not 200 <= status < 300
+
 
 #: How the command line names itself in usage and error messages.
 PROG: Final = "python -m diverge_notifications"

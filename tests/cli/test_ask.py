@@ -111,13 +111,17 @@ def test_an_error_answer_is_its_error_data_on_standard_error_and_status_3(
     }
 
 
-def test_a_refusal_or_a_declined_exchange_is_not_served_and_status_1(
+def test_a_refusal_is_status_5_and_a_declined_exchange_status_1(
     served: tuple[str, Handler],
 ) -> None:
     url, handler = served
     status, out, err = ask(url, "list-tools")  # no token
-    assert (status, out) == (1, b"")
+    assert (status, out) == (5, b"")
     assert err.startswith(b"ask: not served (401): ")
+    status, out, err = ask(url + "/requests", "list-tools", "--token", TOKEN)
+    assert (status, out) == (5, b"")
+    assert err.startswith(b"ask: hint: the URL ends in /requests: give the server's base URL")
+    assert b"ask: not served (404): " in err
     assert handler.asks == []
     with ServeProcess("--stdin") as serve:  # a server with no MCP server behind it declines
         status, out, err = ask(serve.url, "list-tools")

@@ -30,6 +30,7 @@ from diverge_notifications.cli import (
     EXIT_ERRORED,
     EXIT_NO_CONNECTION,
     EXIT_OK,
+    EXIT_REFUSED,
     EXIT_USAGE,
     MCP_MISSING_MESSAGE,
     event_record,
@@ -186,12 +187,20 @@ def test_serve_stdin_keeps_a_line_whose_frame_fits_the_frame_limit() -> None:
 
 def test_listen_with_token_and_refusal() -> None:
     with ServeProcess("--token", "s3cret", stdin=False) as serve:
-        with ListenProcess(serve.url, "--once", "--events") as refused:
-            assert refused.wait() == EXIT_OK  # a refusal is "not served": exit 0
+        with (
+            ListenProcess(serve.url, "--once", "--events") as refused,
+            ListenProcess(serve.url + "/requests", "--once", "--token", "s3cret") as misplaced,
+        ):
+            assert refused.wait() == EXIT_REFUSED == 5  # refused (401): a script can tell
             events = refused.events()
+            # The ask's own address for the base URL: 404, and a hint on standard error.
+            assert misplaced.wait() == EXIT_REFUSED
+            said = misplaced.stderr.text()
         assert [record["event"] for record in events] == ["NotServed"]
         assert events[0]["status"] == 401
         assert isinstance(events[0]["reason"], str)
+        assert "listen: hint: the URL ends in /requests: give the server's base URL" in said
+        assert repr(serve.url) in said and "listen: not served (404)" in said
         with ListenProcess(serve.url, "--once", "--events", "--token", "s3cret") as accepted:
             accepted.wait_for_event("StreamOpened")
             assert serve.interrupt(signal.SIGTERM) == EXIT_OK

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from diverge_notifications.cli import EXIT_OK, EXIT_USAGE, build_parser, main
+from diverge_notifications.cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, build_parser, main
 from diverge_notifications.cli.parser import (
     MAX_TOKEN_FILE_LINE,
     TOKEN_ENV,
@@ -189,8 +189,9 @@ def test_an_option_overrides_an_unusable_environment(
 
 
 def _listen_events(url: str, *args: str, env: dict[str, str] | None = None) -> list[Any]:
+    """The events of ``listen --once`` when it is refused (exit status 5)."""
     with ListenProcess(url, "--once", "--events", *args, env=env) as listen:
-        assert listen.wait() == EXIT_OK
+        assert listen.wait() == EXIT_REFUSED
         assert SECRET not in listen.stderr.text()
         return [record["event"] for record in listen.events()]
 
@@ -219,7 +220,7 @@ def test_serve_and_listen_take_the_token_from_a_file_and_the_environment(tmp_pat
                 env=cli_env(DIVERGE_TOKEN=SECRET),
             )
             with overridden:
-                assert overridden.wait() == EXIT_OK
+                assert overridden.wait() == EXIT_REFUSED
                 assert [record["event"] for record in overridden.events()] == ["NotServed"]
             assert serve.interrupt(signal.SIGTERM) == EXIT_OK
             assert by_env.wait() == EXIT_OK

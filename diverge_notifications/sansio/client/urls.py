@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_PORTS",
     "Endpoint",
     "PlaintextTokenRefused",
+    "base_url_hint",
     "check_token_transport",
     "format_url",
     "is_loopback",
@@ -129,6 +130,28 @@ def parse_url(url: str) -> Endpoint:
     base = parts.path.rstrip("/")
     return Endpoint(
         host=host, port=port, authority=authority, target=f"{base}/requests", scheme=scheme
+    )
+
+
+def base_url_hint(url: str) -> str | None:
+    """A hint for a ``url`` whose path ends in ``/requests``, where the ask goes; else ``None``.
+
+    Such a URL is most likely the ask's own address given for the base
+    one, and its asks would go to ``.../requests/requests``. The hint names
+    the base URL meant (shown through :func:`shown_url`).
+    """
+    try:
+        path = urlsplit(url).path
+    except ValueError:  # no URL at all: parse_url says why
+        return None
+    if not path.rstrip("/").endswith("/requests"):
+        return None
+    shown = shown_url(url)
+    head, _, tail = shown.rpartition("/requests")
+    base = head + tail.lstrip("/")
+    return (
+        f"the URL ends in /requests: give the server's base URL ({base!r}), "
+        "to which /requests is added"
     )
 
 
