@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..sansio.drivers import actions
 from ..sansio.drivers.actions import ClientDriver, ExchangeHandler
-from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed, ProxyClosed
+from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed
 from ..sansio.drivers.serve import ServingConnection
 from ..sansio.drivers.settings import ServeSettings
+from ..sansio.errors import ProxyClosed
 from ..sansio.events import Event
 from ..sansio.mcp.model import Notification
 from ..sansio.server.hub import Hub

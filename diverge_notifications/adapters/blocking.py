@@ -46,7 +46,6 @@ from ..sansio.drivers.actions import ClientDriver, ExchangeResult
 from ..sansio.drivers.proxy import (
     ExchangeError,
     ExchangeFailed,
-    ProxyClosed,
     call_tool_ask,
     list_resources_ask,
     list_tools_ask,
@@ -55,6 +54,7 @@ from ..sansio.drivers.proxy import (
 )
 from ..sansio.drivers.serve import ServingConnection
 from ..sansio.drivers.settings import ServeSettings
+from ..sansio.errors import ProxyClosed
 from ..sansio.events import Event, ResultReceived
 from ..sansio.mcp.model import Notification
 from ..sansio.server.hub import Hub, as_notification

@@ -37,9 +37,10 @@ import trio
 
 from ..sansio.drivers import actions
 from ..sansio.drivers.actions import ClientDriver, ExchangeHandler
-from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed, ProxyClosed
+from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed
 from ..sansio.drivers.serve import ServingConnection
 from ..sansio.drivers.settings import ServeSettings
+from ..sansio.errors import ProxyClosed
 from ..sansio.events import Event
 from ..sansio.mcp.model import Notification
 from ..sansio.server.hub import Hub

@@ -63,6 +63,7 @@ from .errors import (
     NotificationTooLarge,
     PlaintextTokenRefused,
     ProtocolError,
+    ProxyClosed,
 )
 from .events import (
     NEED_DATA,
@@ -144,6 +145,7 @@ __all__ = [
     "PlaintextTokenRefused",
     "Profile",
     "ProtocolError",
+    "ProxyClosed",
     "ProxyConnection",
     "ProxyDriver",
     "ProxyPolicy",

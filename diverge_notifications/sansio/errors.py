@@ -53,6 +53,7 @@ __all__ = [
     "NotificationTooLarge",
     "PlaintextTokenRefused",
     "ProtocolError",
+    "ProxyClosed",
     "check_positive",
     "check_positive_int",
     "positive",
@@ -141,6 +142,10 @@ class HubSuspended(Exception):
 
 class PlaintextTokenRefused(ValueError):
     """A bearer token would go over plain HTTP to a host that is not loopback."""
+
+
+class ProxyClosed(RuntimeError):
+    """The proxy was closed: it makes no exchange and no notification ask any more."""
 
 
 class FrameTooLarge(ProtocolError):

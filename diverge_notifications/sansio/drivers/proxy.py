@@ -42,7 +42,7 @@ import attrs
 from ..client.connection import ExchangeConnection
 from ..client.policy import PolicyState, ProxyPolicy
 from ..client.urls import Endpoint, check_token_transport, parse_url
-from ..errors import LocalProtocolError
+from ..errors import LocalProtocolError, ProxyClosed
 from ..events import (
     NEED_DATA,
     ConnectionFailed,
@@ -73,7 +73,6 @@ __all__ = [
     "ExchangeDriverState",
     "ExchangeError",
     "ExchangeFailed",
-    "ProxyClosed",
     "ProxyDriver",
     "call_tool_ask",
     "list_resources_ask",
@@ -179,10 +178,6 @@ class ExchangeFailed(Exception):
         super().__init__(reason)
         self.event = event
         self.reason = reason
-
-
-class ProxyClosed(RuntimeError):
-    """The proxy was closed: it makes no exchange and no notification ask any more."""
 
 
 # --- one exchange: the table -----------------------------------------------------------------

@@ -38,7 +38,6 @@ from diverge_notifications.sansio.drivers.proxy import (
     ExchangeDriverState,
     ExchangeError,
     ExchangeFailed,
-    ProxyClosed,
     ProxyDriver,
     call_tool_ask,
     list_resources_ask,
@@ -50,6 +49,7 @@ from diverge_notifications.sansio.drivers.settings import (
     DEFAULT_NOTIFICATION_BUFFER,
     ClientSettings,
 )
+from diverge_notifications.sansio.errors import ProxyClosed
 from diverge_notifications.sansio.events import ConnectionFailed, StreamOpened
 
 URL = "http://127.0.0.1:9/base"
