@@ -240,6 +240,8 @@ def bench_sdk_memory(n: int) -> float:
 async def serve_in_child(kind: str, n: int) -> None:
     """In the child: serve on a free port, print the base URL, publish ``n`` on ``go``.
 
+    ``go`` publishes them at once (the paths write batches); ``trickle``
+    lets the event loop run after each, so that each goes out on its own.
     On ``done`` it prints the CPU this process spent since ``go``; it stops
     at the end of its standard input.
     """
@@ -280,17 +282,22 @@ async def serve_in_child(kind: str, n: int) -> None:
             stack.push_async_callback(stop)
         print(url, flush=True)
         threading.Thread(target=read_commands, daemon=True).start()
-        while await commands.get() == "go":
+        while (command := await commands.get()) in ("go", "trickle"):
             cpu = time.process_time()
             for notification in notifications:
                 hub.publish(notification)
+                if command == "trickle":
+                    await asyncio.sleep(0)
             if await commands.get() != "done":
                 break
             print(json.dumps({"cpu": time.process_time() - cpu}), flush=True)
 
 
-def bench_served(kind: str, n: int) -> tuple[float, float]:
-    """Deliveries per second from a server child of ``kind``, and its CPU seconds per delivery."""
+def bench_served(kind: str, n: int, command: str = "go") -> tuple[float, float]:
+    """Deliveries per second from a server child of ``kind``, and its CPU seconds per delivery.
+
+    ``command`` is ``go`` (a burst) or ``trickle`` (one at a time).
+    """
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", kind, str(n)],
         stdin=subprocess.PIPE,
@@ -309,7 +316,7 @@ def bench_served(kind: str, n: int) -> tuple[float, float]:
                     if isinstance(item, StreamOpened):
                         break
                 started = time.perf_counter()
-                stdin.write("go\n")
+                stdin.write(command + "\n")
                 stdin.flush()
                 received = 0
                 async for item in items:
@@ -335,16 +342,23 @@ def compare_asgi(n: int) -> None:
     except ImportError:
         print("  (uvicorn is not installed: no ASGI rows)")
         return
-    runs = {kind: [bench_served(kind, n) for _ in range(3)] for kind in ("native", "uvicorn")}
-    # The best of 3 of each: the highest rate, the least CPU.
-    best = {kind: (max(r for r, _ in rows), min(c for _, c in rows)) for kind, rows in runs.items()}
     names = {"native": "diverge asyncio serve()", "uvicorn": "diverge ASGI app on uvicorn"}
     print(f"{n} notifications, one listener, the server in a child process (best of 3)")
-    for kind, (rate, cpu) in best.items():
-        print(f"  {names[kind]:32} {rate:12,.0f} deliveries/s {cpu * 1e6:8.2f} us server CPU each")
-    (native_rate, native_cpu), (asgi_rate, asgi_cpu) = best["native"], best["uvicorn"]
-    print(f"  ASGI on uvicorn / native: {asgi_rate / native_rate:.2f}x the deliveries per second,")
-    print(f"  {asgi_cpu / native_cpu:.2f}x the server CPU per delivery")
+    for command, how in (("go", "published at once"), ("trickle", "published one at a time")):
+        runs = {kind: [bench_served(kind, n, command) for _ in range(3)] for kind in names}
+        # The best of 3 of each: the highest rate, the least CPU.
+        best = {
+            kind: (max(r for r, _ in rows), min(c for _, c in rows)) for kind, rows in runs.items()
+        }
+        print(f" {how}:")
+        for kind, (rate, cpu) in best.items():
+            print(
+                f"  {names[kind]:32} {rate:12,.0f} deliveries/s {cpu * 1e6:8.2f} us server CPU each"
+            )
+        (native_rate, native_cpu), (asgi_rate, asgi_cpu) = best["native"], best["uvicorn"]
+        rate, cpu = asgi_rate / native_rate, asgi_cpu / native_cpu
+        print(f"  ASGI on uvicorn / native: {rate:.2f}x the deliveries per second, ", end="")
+        print(f"{cpu:.2f}x the server CPU per delivery")
 
 
 # --- main -------------------------------------------------------------------------------

@@ -388,6 +388,8 @@ class _Request:
                 kind = message.get("type")
                 if kind == "http.disconnect":
                     serving.data_received(loop.time(), b"")
+                    if serving.done and self._handler is not None:
+                        self._handler.cancel()  # nobody is left to answer
                     self._ready.set()
                     return
                 if kind != "http.request" or complete:
