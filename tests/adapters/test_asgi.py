@@ -213,11 +213,12 @@ def test_curl_gets_the_bytes_the_native_server_writes(server: str, tmp_path: Pat
     assert b"content-location: /mcp/notifications/c1\r\n" in head
 
 
-def test_a_stalled_listener_is_cut_off_and_its_neighbour_loses_nothing() -> None:
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_stalled_listener_is_cut_off_and_its_neighbour_loses_nothing(server: str) -> None:
     # 400 notifications of 20 kB: far more than a socket that is not read holds.
     lines = [progress(index, 20_000) for index in range(400)]
     with (
-        AsgiServer("uvicorn", stall="1") as asgi,
+        AsgiServer(server, stall="1") as asgi,
         ListenProcess(asgi.url, "--events") as listen,
         socket.socket() as stalled,
     ):
