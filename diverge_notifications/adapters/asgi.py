@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -60,6 +60,7 @@ from ..sansio.drivers.settings import (
     ServeSettings,
 )
 from ..sansio.errors import LocalProtocolError
+from ..sansio.server.filters import Interest
 from ..sansio.server.hub import Hub
 from ..sansio.wire.http import ASK_PATH, DEFAULT_MAX_HEAD_SIZE, LAST_CHUNK, chunk
 from ..sansio.wire.profiles import Profile
@@ -98,9 +99,9 @@ def asgi_app(
     hub: Hub,
     *,
     token: str | None = None,
-    tokens: Any = None,
+    tokens: Iterable[str] | None = None,
     exchange_handler: ExchangeHandler | None = None,
-    interest: Any = None,
+    interest: Interest | None = None,
     keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
     queue_size: int | None = None,
     queue_bytes: int | None = None,
@@ -120,8 +121,9 @@ def asgi_app(
     Asks are posted to ``{root_path}/requests``: mounted at ``/diverge``, the
     listeners' base URL is ``http://host:port/diverge``. The options are
     those of ``serve()`` (``ServeOptions``, docs/adapters.md) and are checked
-    by the call; ``tokens`` and ``interest`` go to :class:`ServeSettings`
-    as they are, and are refused by a :class:`ServeSettings` without them.
+    by the call. ``tokens`` (several tokens, each path belonging to the one
+    it asked with) and ``interest`` (what every path subscribes to) go to
+    :class:`ServeSettings` as they are, when given.
     The listening socket's options (``ssl``, ``backlog``, ``send_buffer``,
     ``linger``) are the ASGI server's. See docs/asgi.md.
     """
