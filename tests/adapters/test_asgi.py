@@ -18,13 +18,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from diverge_notifications.adapters import blocking as blocking_adapter
+from diverge_notifications.sansio import list_tools_ask
+from diverge_notifications.sansio.wire.asks import encode_ask
 from tests.interop import (
     HANG_GUARD,
     ROOT,
@@ -89,9 +91,16 @@ class AsgiServer:
             raise AssertionError(f"{server} did not start:\n{self.stderr.text()}") from None
 
     def http(
-        self, method: str, path: str, body: bytes | None = None, headers: Mapping[str, str] = {}
+        self,
+        method: str,
+        path: str,
+        body: bytes | Iterable[bytes] | None = None,
+        headers: Mapping[str, str] = {},
     ) -> tuple[int, Mapping[str, str], bytes]:
-        """One request to the host application: the status, the headers and the body."""
+        """One request to the host application: the status, the headers and the body.
+
+        A body given as an iterable of pieces goes in chunks, without ``Content-Length``.
+        """
         request = urllib.request.Request(
             self.base + path, data=body, method=method, headers=dict(headers)
         )
@@ -252,10 +261,19 @@ def test_refusals_are_the_native_servers() -> None:
             413,
             b"413 Content Too Large: the ask is larger than the limit of 65536 bytes\n",
         )
+        # Without Content-Length the body reaches the driver in chunks, and is judged as it comes.
+        chunked = asgi.http("POST", "/diverge/requests", iter([ASK * 70_000]), authorized)
+        assert chunked[0] == 413
+        ask = encode_ask(list_tools_ask())
+        status, _, body = asgi.http(
+            "POST", "/diverge/requests", iter([ask[:1], ask[1:]]), authorized
+        )
+        assert status == 200 and b'"asked":"list_tools"' in body
         assert asgi.http("POST", "/suspend")[0] == 200
         status, headers, body = asgi.http("POST", "/diverge/requests", ASK, authorized)
         assert (status, headers["retry-after"]) == (503, "1")
         assert body == b"503 Service Unavailable: the broker is lost\n"
         stats = asgi.stats()
-    assert stats["refusals"] == {"404": 1, "405": 1, "413": 1, "503": 1}
+    assert stats["refusals"] == {"404": 1, "405": 1, "413": 2, "503": 1}
     assert stats["asks_suspended"] == 1
+    assert stats["exchanges_answered"] == 1
