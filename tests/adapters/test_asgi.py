@@ -227,7 +227,7 @@ def test_a_stalled_listener_is_cut_off_and_its_neighbour_loses_nothing(server: s
     # 400 notifications of 20 kB: far more than a socket that is not read holds.
     lines = [progress(index, 20_000) for index in range(400)]
     with (
-        AsgiServer(server, stall="1") as asgi,
+        AsgiServer(server, stall="2") as asgi,
         ListenProcess(asgi.url, "--events") as listen,
         socket.socket() as stalled,
     ):
@@ -244,7 +244,7 @@ def test_a_stalled_listener_is_cut_off_and_its_neighbour_loses_nothing(server: s
         assert listen.stdout is not None
         listen.stdout.wait_for_count(len(lines))
         assert listen.notification_lines() == lines
-        asgi.stderr.wait_for_text("stalled: no byte taken for 1 s")
+        asgi.stderr.wait_for_text("stalled: no byte taken for 2 s")
         stats = asgi.stats()
     assert stats["open_paths"] == 1
     assert stats["notifications_dropped"] > 0  # what the stalled path had queued, freed
