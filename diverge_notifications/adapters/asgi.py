@@ -28,8 +28,9 @@ freed, counted, logged) and the application returns without ending the
 answer, which the ASGI server closes. On the application's shutdown
 (:meth:`AsgiApp.aclose`, the ASGI ``lifespan.shutdown``, the
 :meth:`AsgiApp.lifespan` context, or the ASGI server cancelling the request
-when its graceful shutdown times out) every open path writes its queue and
-its clean end. The application runs on asyncio.
+when its graceful shutdown times out, where the connection outlives the
+request, as uvicorn's does) every open path writes its queue and its clean
+end. The application runs on asyncio.
 """
 
 from __future__ import annotations
