@@ -19,6 +19,13 @@ still moves bytes between two processes, as deployments do (Streamable HTTP
 adds an HTTP server and SSE on top). The in-memory transport (JSON-RPC
 objects passed between tasks, nothing serialised) is printed for reference.
 
+The ASGI application (``adapters.asgi.asgi_app``) is measured on uvicorn
+beside the native asyncio server, each in a child process of its own on
+the same event loop (asyncio's) so that the server's CPU is its own: the
+deliveries per second the listener sees, and the server process's CPU per
+delivery (``time.process_time`` from the first publish to the last
+notification received, publishing included), and their ratios.
+
 Run: ``python bench/bench_adapters.py [N]`` (default 20000). Takes well
 under a minute.
 """
@@ -27,7 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -225,6 +234,133 @@ def bench_sdk_memory(n: int) -> float:
     return asyncio.run(_sdk_run(make_mcp_server(), n, mode="legacy"))
 
 
+# --- the ASGI application beside the native server ---------------------------------------
+
+
+async def serve_in_child(kind: str, n: int) -> None:
+    """In the child: serve on a free port, print the base URL, publish ``n`` on ``go``.
+
+    ``go`` publishes them at once (the paths write batches); ``trickle``
+    lets the event loop run after each, so that each goes out on its own.
+    On ``done`` it prints the CPU this process spent since ``go``; it stops
+    at the end of its standard input.
+    """
+    loop = asyncio.get_running_loop()
+    notifications = [progress(index, n) for index in range(n)]
+    hub = Hub(queue_size=n, queue_bytes=QUEUE_BYTES)
+    commands: asyncio.Queue[str] = asyncio.Queue()
+
+    def read_commands() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(commands.put_nowait, line.strip())
+        loop.call_soon_threadsafe(commands.put_nowait, "")
+
+    async with contextlib.AsyncExitStack() as stack:
+        if kind == "native":
+            server = await stack.enter_async_context(asyncio_adapter.serve(hub))
+            url = server.url
+        else:
+            import uvicorn
+
+            from diverge_notifications.adapters.asgi import asgi_app
+
+            config = uvicorn.Config(
+                asgi_app(hub), port=0, loop="asyncio", log_level="warning", lifespan="off"
+            )
+            asgi_server = uvicorn.Server(config)
+            serving = asyncio.create_task(asgi_server.serve())
+            while not asgi_server.started:
+                await asyncio.sleep(0.01)
+            port = asgi_server.servers[0].sockets[0].getsockname()[1]
+            url = f"http://127.0.0.1:{port}"
+
+            async def stop() -> None:
+                asgi_server.should_exit = True
+                asgi_server.force_exit = True
+                await serving
+
+            stack.push_async_callback(stop)
+        print(url, flush=True)
+        threading.Thread(target=read_commands, daemon=True).start()
+        while (command := await commands.get()) in ("go", "trickle"):
+            cpu = time.process_time()
+            for notification in notifications:
+                hub.publish(notification)
+                if command == "trickle":
+                    await asyncio.sleep(0)
+            if await commands.get() != "done":
+                break
+            print(json.dumps({"cpu": time.process_time() - cpu}), flush=True)
+
+
+def bench_served(kind: str, n: int, command: str = "go") -> tuple[float, float]:
+    """Deliveries per second from a server child of ``kind``, and its CPU seconds per delivery.
+
+    ``command`` is ``go`` (a burst) or ``trickle`` (one at a time).
+    """
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", kind, str(n)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    stdin = child.stdin
+    try:
+        url = child.stdout.readline().strip()
+
+        async def receive() -> float:
+            items = asyncio_adapter.listen(url, events=True, policy=policy())
+            async with contextlib.aclosing(items):
+                async for item in items:
+                    if isinstance(item, StreamOpened):
+                        break
+                started = time.perf_counter()
+                stdin.write(command + "\n")
+                stdin.flush()
+                received = 0
+                async for item in items:
+                    if type(item) is NotificationReceived:
+                        received += 1
+                        if received == n:
+                            break
+                return n / (time.perf_counter() - started)
+
+        rate = asyncio.run(receive())
+        child.stdin.write("done\n")
+        child.stdin.flush()
+        cpu = float(json.loads(child.stdout.readline())["cpu"])
+    finally:
+        child.stdin.close()
+        child.wait(30)
+    return rate, cpu / n
+
+
+def compare_asgi(n: int) -> None:
+    try:
+        import uvicorn  # noqa: F401
+    except ImportError:
+        print("  (uvicorn is not installed: no ASGI rows)")
+        return
+    names = {"native": "diverge asyncio serve()", "uvicorn": "diverge ASGI app on uvicorn"}
+    print(f"{n} notifications, one listener, the server in a child process (best of 3)")
+    for command, how in (("go", "published at once"), ("trickle", "published one at a time")):
+        runs = {kind: [bench_served(kind, n, command) for _ in range(3)] for kind in names}
+        # The best of 3 of each: the highest rate, the least CPU.
+        best = {
+            kind: (max(r for r, _ in rows), min(c for _, c in rows)) for kind, rows in runs.items()
+        }
+        print(f" {how}:")
+        for kind, (rate, cpu) in best.items():
+            print(
+                f"  {names[kind]:32} {rate:12,.0f} deliveries/s {cpu * 1e6:8.2f} us server CPU each"
+            )
+        (native_rate, native_cpu), (asgi_rate, asgi_cpu) = best["native"], best["uvicorn"]
+        rate, cpu = asgi_rate / native_rate, asgi_cpu / native_cpu
+        print(f"  ASGI on uvicorn / native: {rate:.2f}x the deliveries per second, ", end="")
+        print(f"{cpu:.2f}x the server CPU per delivery")
+
+
 # --- main -------------------------------------------------------------------------------
 
 
@@ -242,6 +378,9 @@ ADAPTERS: dict[str, Callable[..., float]] = {
 def main() -> None:
     if sys.argv[1:] == ["--mcp-server"]:
         make_mcp_server().run("stdio")
+        return
+    if sys.argv[1:2] == ["--serve"]:
+        asyncio.run(serve_in_child(sys.argv[2], int(sys.argv[3])))
         return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_N
     have_sdk = HAVE_SDK
@@ -271,6 +410,7 @@ def main() -> None:
             print(f"  {name} over TLS / plain: {ratio:.2f}x")
     else:
         print("  (the 'trustme' package is not installed: no TLS rows)")
+    compare_asgi(n)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,13 @@ def test_each_adapter_offers_listen_serve_and_proxy(adapter: str) -> None:
         assert _offers(module, name, getattr(sansio, name))
 
 
+def test_the_asgi_adapter_offers_its_application() -> None:
+    from diverge_notifications.adapters import asgi
+
+    assert asgi.__all__ == ["AsgiApp", "asgi_app"]
+    assert isinstance(asgi.asgi_app(sansio.Hub()), asgi.AsgiApp)
+
+
 def test_the_blocking_proxy_says_when_it_is_closed() -> None:
     from diverge_notifications.adapters import blocking
 

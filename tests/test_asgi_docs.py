@@ -1,0 +1,40 @@
+"""docs/asgi.md's example runs: a FastAPI application with the hub mounted, on uvicorn.
+
+Each ```python block of docs/asgi.md is executed in a fresh interpreter, as
+the README's are; skipped when FastAPI or uvicorn is not installed (the dev
+extra).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = (ROOT / "docs" / "asgi.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC, flags=re.MULTILINE | re.DOTALL)
+MISSING = [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
+
+
+def test_the_doc_has_an_example() -> None:
+    assert BLOCKS and "FastAPI" in BLOCKS[0]
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)} (the dev extra)")
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_the_example_runs(index: int) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCKS[index]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, f"docs/asgi.md example {index} failed:\n{result.stderr}"
+    assert "'data': 'hi'" in result.stdout
