@@ -468,7 +468,7 @@ class Hub:
 
 
 def _check_audience(audience: object) -> None:
-    """Raise unless ``audience`` is a non-empty str (an audience, see :func:`~..wire.http.audience_of`)."""
+    """Raise unless ``audience`` is a non-empty str (see :func:`~..wire.http.audience_of`)."""
     if not isinstance(audience, str):
         raise TypeError(f"an audience is a str or None, not {type(audience).__name__}")
     if not audience:

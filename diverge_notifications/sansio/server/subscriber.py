@@ -69,12 +69,12 @@ class Subscriber:
     """
 
     __slots__ = (
+        "_audience",
         "_awaited",
         "_bytes",
         "_dropped",
         "_end_reason",
         "_hub",
-        "_audience",
         "_interest",
         "_on_ready",
         "_queue",

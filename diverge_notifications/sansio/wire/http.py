@@ -21,6 +21,7 @@ from .framing import KEEPALIVE_FRAME
 __all__ = [
     "ASK_CONTENT_TYPE",
     "ASK_PATH",
+    "AUDIENCE_LENGTH",
     "CONTINUE_RESPONSE",
     "DEFAULT_MAX_HEAD_SIZE",
     "HEAD_END",
@@ -28,7 +29,6 @@ __all__ = [
     "LAST_CHUNK",
     "MESSAGES_CONTENT_TYPE",
     "PHRASES",
-    "AUDIENCE_LENGTH",
     "ChannelIds",
     "answer_head",
     "audience_of",
