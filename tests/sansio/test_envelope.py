@@ -212,7 +212,7 @@ def test_small_limits_are_declared_errors_too(data: bytes, scale: int) -> None:
         (b'{"method":"m"}', Reason.NOT_AN_ENVELOPE, None),
         (MAGIC, Reason.TRUNCATED, None),
         (MAGIC + b"\x01", Reason.TRUNCATED, None),
-        (raw_envelope(b"o", 0, ONE, version=2), Reason.UNKNOWN_VERSION, None),
+        (raw_envelope(b"o", 0, ONE, version=3), Reason.UNKNOWN_VERSION, None),
         (raw_envelope(b"o", 0, ONE, version=0), Reason.UNKNOWN_VERSION, None),
         (raw_envelope(b"", 0, ONE), Reason.ORIGIN, None),
         (raw_envelope(b"x" * 65, 0, ONE), Reason.ORIGIN, None),
