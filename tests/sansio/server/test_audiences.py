@@ -87,7 +87,7 @@ def test_the_tokens_in_use_come_from_token_or_tokens() -> None:
 
 def read(conn: ServerConnection, request: bytes) -> list[object]:
     conn.receive_data(request)
-    events = []
+    events: list[object] = []
     while (event := conn.next_event()) is not NEED_DATA:
         events.append(event)
     return events
