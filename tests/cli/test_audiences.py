@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -123,3 +124,27 @@ def _last_progress(lines: list[bytes]) -> int:
     """The index just past the call's last progress line."""
     marks = [i for i, line in enumerate(lines) if b'"a-1"' in line]
     return marks[-1] + 1 if marks else len(lines)
+
+
+# --- serve --redis: the inlet passes audiences on -------------------------------------------
+
+
+def test_serve_redis_passes_each_notification_on_with_its_audience() -> None:
+    from diverge_notifications.cli.cluster import Replica
+    from diverge_notifications.cluster.memory import InMemoryBroker, InMemoryBus
+    from diverge_notifications.sansio import Hub, Notification
+
+    bus = InMemoryBus()
+    served, other = Hub(), Hub()
+    replica = Replica(cast(Any, InMemoryBroker(served, bus)))
+    InMemoryBroker(other, bus)
+    alpha, beta = audience_of(ALPHA), audience_of(BETA)
+    paths = {(hub, a): hub.subscribe(audience=a) for hub in (served, other) for a in (alpha, beta)}
+    call = Notification("notifications/progress", {"progressToken": "a-1", "progress": 1})
+    burst = Notification("notifications/progress", {"progressToken": "burst-1", "progress": 1})
+    # What the relay does under serve --redis: publish into the inlet.
+    replica.inlet.publish(call, audience=alpha)
+    replica.inlet.publish(burst)
+    for hub in (served, other):
+        assert paths[(hub, alpha)].take() == [call, burst]
+        assert paths[(hub, beta)].take() == [burst]
