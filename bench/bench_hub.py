@@ -18,6 +18,11 @@ Three measurements, each against a comparison run in the same process:
    what each path did before the hub built frames: encoding its own
    notifications (:meth:`ServerConnection.send_notifications`).
 
+4. Progress published to one audience (the paths of one token) of 1
+   subscriber while 0, 1,000 and 100,000 subscribers belong to other
+   audiences: the hub's per-audience index keeps this flat. The comparison
+   is the naive fan-out that asks every subscriber's audience.
+
 Run: ``python bench/bench_hub.py`` (well under 60 s).
 """
 
@@ -146,6 +151,38 @@ def paths_cost(paths: int, batch: int, publishes: int) -> tuple[float, float]:
     return best_of(3, run_frames) / deliveries, best_of(3, run_encoding) / deliveries
 
 
+def one_audience_among(others: int, publishes: int) -> tuple[float, float]:
+    """Seconds per publish to an audience of 1 subscriber among ``others``: hub, naive."""
+    hub = Hub()
+    target = hub.subscribe(audience="target")
+    for n in range(others):
+        hub.subscribe(audience=f"other-{n}")
+    audiences = ["target", *(f"other-{n}" for n in range(others))]
+    notification = Notification("notifications/progress", {"progressToken": 1, "progress": 5})
+
+    def run_hub() -> float:
+        start = time.perf_counter()
+        for _ in range(publishes):
+            hub.publish(notification, audience="target")
+        elapsed = time.perf_counter() - start
+        target.take()
+        return elapsed
+
+    queue: deque[Notification] = deque()
+
+    def run_naive() -> float:
+        start = time.perf_counter()
+        for _ in range(publishes // max(1, others // 100) or 1):
+            for audience in audiences:
+                if audience == "target":
+                    queue.append(notification)
+        elapsed = time.perf_counter() - start
+        queue.clear()
+        return elapsed * max(1, others // 100)
+
+    return best_of(3, run_hub) / publishes, best_of(3, run_naive) / publishes
+
+
 def main() -> None:
     print("fan-out: publish cost per subscriber reached (no filter)")
     print(f"{'subscribers':>12} {'hub ns':>10} {'floor ns':>10} {'hub/floor':>10}")
@@ -167,6 +204,13 @@ def main() -> None:
         frames_cost, encode_cost = paths_cost(200, batch, 2048)
         ratio = encode_cost / frames_cost
         print(f"{batch:>12} {frames_cost * 1e6:>10.2f} {encode_cost * 1e6:>10.2f} {ratio:>10.2f}")
+    print()
+    print("progress to one audience of 1 subscriber among N of other audiences")
+    print(f"{'N':>12} {'hub µs':>10} {'naive µs':>10} {'naive/hub':>10}")
+    for others in (0, 1_000, 100_000):
+        hub_cost, naive_cost = one_audience_among(others, 20_000)
+        ratio = naive_cost / hub_cost
+        print(f"{others:>12} {hub_cost * 1e6:>10.2f} {naive_cost * 1e6:>10.2f} {ratio:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,16 @@ def _envelope(origin: bytes, first: int, *items: bytes) -> bytes:
     )
 
 
+def _addressed(origin: bytes, first: int, *items: tuple[bytes, bytes]) -> bytes:
+    """A version 2 envelope: each notification after its audience (empty: everyone)."""
+    body = b"".join(
+        bytes((len(audience),)) + audience + len(item).to_bytes(4, "big") + item
+        for audience, item in items
+    )
+    header = MAGIC + bytes((2, len(origin))) + origin + first.to_bytes(8, "big")
+    return header + len(items).to_bytes(4, "big") + body
+
+
 #: The module fuzzed (tests/test_fuzz_coverage.py measures how much of it the seeds run).
 TARGET = decode_envelope.__module__
 
@@ -80,6 +90,12 @@ SEEDS = [
     _envelope(b"o", 0, b'{"method":"m","params":{"p":"' + b"x" * 1100 + b'"}}'),
     _envelope(b"o", 5, b'{"method":"m"}')[:-20],  # ends inside notification 0
     _envelope(b"o\x7f", 0, b'{"method":"m"}'),  # not visible ASCII
+    MAGIC + b"\x03",  # an unknown version
+    _addressed(b"o", 3, (b"5f0c2a7d1e9b4c38", b'{"method":"m"}'), (b"", b'{"method":"n"}')),
+    _addressed(b"o", 0, (b"", b'{"method":"m"}')),  # version 2 naming no audience
+    _addressed(b"o", 0, (b"a" * 65, b'{"method":"m"}')),  # audience too long
+    _addressed(b"o", 0, (b"a b", b'{"method":"m"}')),  # audience not visible ASCII
+    _addressed(b"o", 0, (b"abc", b'{"method":"m"}'))[:-20],  # ends inside the audience
 ]
 
 DICTIONARY = [

@@ -26,7 +26,7 @@ import ssl
 import struct
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -154,6 +154,8 @@ class ServeOptions(TypedDict, total=False):
     send_buffer: int | None
     #: Serve TLS with this context (``tls.server_context(...)``); ``None`` for plain HTTP.
     ssl: ssl.SSLContext | None
+    #: Accept any of these tokens instead of one (each path belongs to the one it was asked with).
+    tokens: Sequence[str] | None
 
 
 def listen_driver(
@@ -291,26 +293,33 @@ def log_report(report: ServeReport) -> None:
                 report.freed,
             )
         logger.info(
-            "path %s to %s ended (%s): %d sent, %d dropped",
+            "path %s to %s ended (%s): %d sent, %d dropped%s",
             report.channel,
             report.peer,
             report.how.value,
             report.sent,
             report.dropped,
+            reports.audience_note(report.audience),
         )
     elif type(report) is reports.RefusalReport:
         logger.info("ask from %s refused: %d (%s)", report.peer, report.status, report.reason)
     elif type(report) is reports.PathOpenedReport:
-        logger.debug("path %s to %s opened", report.channel, report.peer)
+        logger.debug(
+            "path %s to %s opened%s",
+            report.channel,
+            report.peer,
+            reports.audience_note(report.audience),
+        )
     elif type(report) is reports.ExchangeReport:
         level = logging.ERROR if report.outcome.startswith("internal error") else logging.DEBUG
         logger.log(
             level,
-            "exchange %s (%s) from %s answered: %s",
+            "exchange %s (%s) from %s answered: %s%s",
             report.channel,
             report.exchange,
             report.peer,
             report.outcome,
+            reports.audience_note(report.audience),
         )
 
 

@@ -62,6 +62,7 @@ _STALE: Final[Mapping[str, tuple[str, ...]]] = {
     "notifications/resources/list_changed": ("resources", "templates"),
 }
 _DEAD: Final = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
+_PROGRESS: Final = "notifications/progress"
 
 
 @attrs.frozen(kw_only=True)
@@ -204,6 +205,9 @@ class Bridge:
         self._started = 0.0
         self._last_now = 0.0
         self._path_open = False
+        # The audiences of the forwarded calls in flight, by their progress
+        # token (one entry per call: two callers may pick the same token).
+        self._callers: dict[tuple[str, object], list[str]] = {}
 
     @property
     def name(self) -> str:
@@ -371,7 +375,12 @@ class Bridge:
         if "id" in notification.members:
             return  # a request from the server, not a notification
         try:
-            self.hub.publish(notification)
+            audiences = self._audiences(notification) if self._callers else ()
+            if audiences:
+                for audience in audiences:
+                    self.hub.publish(notification, audience=audience)
+            else:
+                self.hub.publish(notification)
         except Exception:
             # A subscriber's wake-up callback failed; the relay goes on.
             logger.exception("publishing a notification into the hub failed")
@@ -383,6 +392,20 @@ class Bridge:
             self.listed.pop(stale, None)
         if notification.method == "notifications/resources/list_changed":
             resources_changed.set()
+
+    def _audiences(self, notification: Notification) -> tuple[str, ...]:
+        """Whose call ``notification`` is about: the audiences it goes to (none: everyone).
+
+        The progress of a call forwarded under a token, by the call's
+        progress token; what the server says on its own account (any other
+        notification, progress of a token no call in flight carries) goes
+        to everyone.
+        """
+        if notification.method != _PROGRESS or notification.params is None:
+            return ()
+        key = _progress_key(notification.params.get("progressToken"))
+        callers = self._callers.get(key) if key is not None else None
+        return tuple(dict.fromkeys(callers)) if callers else ()
 
     # -- one connection -------------------------------------------------------
 
@@ -455,7 +478,12 @@ class Bridge:
     # -- forwarding -------------------------------------------------------------
 
     async def request(
-        self, method: str, params: Mapping[str, Any] | None, *, timeout: float | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        audience: str | None = None,
     ) -> dict[str, Any] | ErrorData:
         """Send ``method`` with ``params`` to the server; its result, or its error.
 
@@ -465,7 +493,28 @@ class Bridge:
         wrote; an error from the server comes back as its
         :class:`ErrorData`. When the server is not connected, or the request
         fails on the way, the error says so.
+
+        ``audience`` is whose request it is (the audience of the token the
+        ask came with, see :meth:`~._relay.McpRelay.handle_exchange`): while
+        it runs, the progress it carries a token for goes only to that
+        audience's paths.
         """
+        key = _progress_key(_progress_token(params)) if audience is not None else None
+        if key is None or audience is None:
+            return await self._send(method, params, timeout)
+        callers = self._callers.setdefault(key, [])
+        callers.append(audience)
+        try:
+            return await self._send(method, params, timeout)
+        finally:
+            callers.remove(audience)
+            if not callers:
+                del self._callers[key]
+
+    async def _send(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+    ) -> dict[str, Any] | ErrorData:
+        """:meth:`request`, for whoever asked."""
         client = self.client
         if client is None:
             why = self.reason or "not connected yet"
@@ -489,6 +538,19 @@ class Bridge:
                 data={"errors": error.error_count()},
             )
         return dict(result.model_extra or {})
+
+
+def _progress_token(params: Mapping[str, Any] | None) -> object:
+    """The progress token in ``params``' ``_meta``, if any."""
+    meta = params.get("_meta") if params is not None else None
+    return meta.get("progressToken") if isinstance(meta, Mapping) else None
+
+
+def _progress_key(token: object) -> tuple[str, object] | None:
+    """``token`` as a key: a string and a number that look alike are different tokens."""
+    if isinstance(token, bool) or not isinstance(token, (str, int)):
+        return None
+    return (type(token).__name__, token)
 
 
 async def run_bridge(

@@ -241,6 +241,9 @@ class McpRelay:
         proxy sent them, go to the server that lists that tool or resource,
         and its result or its error comes back. The notifications ask
         (kind 4) is declined: that is the serving adapter's business.
+
+        An ask made under one of several tokens (``ask.audience``): the
+        progress of its call or read reaches only the paths of that token.
         """
         bridges = self._bridge_list()
         params = ask.params
@@ -250,9 +253,9 @@ class McpRelay:
         if exchange is Exchange.LIST_RESOURCES:
             return await self._union(bridges, _RESOURCES, params)
         if exchange is Exchange.CALL_TOOL:
-            return await self._forward(bridges, _TOOLS, "tools/call", params)
+            return await self._forward(bridges, _TOOLS, "tools/call", params, ask.audience)
         if exchange is Exchange.READ_RESOURCE:
-            return await self._forward(bridges, _RESOURCES, "resources/read", params)
+            return await self._forward(bridges, _RESOURCES, "resources/read", params, ask.audience)
         return None
 
     async def _connected(self, bridges: Sequence[Bridge]) -> list[Bridge]:
@@ -382,6 +385,7 @@ class McpRelay:
         listing: _Listing,
         method: str,
         params: Mapping[str, Any] | None,
+        audience: str | None = None,
     ) -> dict[str, Any] | ErrorData:
         what = "tool" if listing is _TOOLS else "resource"
         value = (params or {}).get(listing.key)
@@ -410,4 +414,6 @@ class McpRelay:
             also = f" (not connected: {', '.join(map(repr, down))})" if down else ""
             code = ErrorCode.INVALID_PARAMS if listing is _TOOLS else ErrorCode.RESOURCE_NOT_FOUND
             return _error(code, f"no connected MCP server lists {what} {value!r}{also}")
-        return await owner.request(method, params, timeout=self._exchange_timeout)
+        return await owner.request(
+            method, params, timeout=self._exchange_timeout, audience=audience
+        )

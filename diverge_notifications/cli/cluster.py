@@ -180,8 +180,8 @@ class Replica:
     # -- internals ---------------------------------------------------------------
 
     def _forward(self) -> None:
-        # The bridge's notifications: on to the broker now, or refused (the
-        # broker counts and logs each refusal).
-        for notification in self._inlet.take():
+        # The bridge's notifications, each with its audience: on to the broker
+        # now, or refused (the broker counts and logs each refusal).
+        for notification, audience in self._inlet.take_addressed():
             with contextlib.suppress(BrokerError):
-                self.broker.publish(notification)
+                self.broker.publish(notification, audience=audience)

@@ -467,8 +467,8 @@ class WatchedHub(Hub):
         """Call ``watcher(notification, paths)`` after each publication."""
         self._watchers.append(watcher)
 
-    def publish(self, item: object) -> int:
-        paths = super().publish(item)
+    def publish(self, item: object, *, audience: str | None = None) -> int:
+        paths = super().publish(item, audience=audience)
         notification = as_notification(item)
         if notification is not None:
             if paths:

@@ -32,6 +32,8 @@ __all__ = [
     "listen_tls_context",
     "listener_connection",
     "read_token_file",
+    "read_token_list",
+    "resolve_serve_tokens",
     "resolve_token",
     "serve_tls_context",
 ]
@@ -40,6 +42,14 @@ __all__ = [
 TOKEN_ENV: Final = "DIVERGE_TOKEN"
 #: The longest first line of a ``--token-file`` read, in bytes (no ask head could hold more).
 MAX_TOKEN_FILE_LINE: Final = 64 * 1024
+#: The most tokens ``serve --token-file`` reads.
+MAX_TOKEN_FILE_TOKENS: Final = 1024
+#: What ``serve --token-file`` says it reads.
+SERVE_TOKEN_FILE_HELP: Final = (
+    f"accept every token listed in this file, one a line (blank lines and lines "
+    f"starting with # are skipped); each path hears the progress of the calls made "
+    f"under its own token (wins over ${TOKEN_ENV})"
+)
 #: Where the token comes from, in the help's words: what wins over what.
 TOKEN_SOURCES: Final = (
     f"The token comes from --token or --token-file (not both), else from ${TOKEN_ENV}: "
@@ -169,7 +179,9 @@ def _port(text: str) -> int:
     return value
 
 
-def _token_options(parser: argparse.ArgumentParser, use: str) -> None:
+def _token_options(
+    parser: argparse.ArgumentParser, use: str, *, file_help: str | None = None
+) -> None:
     """``--token`` and ``--token-file``, which exclude each other (see :data:`TOKEN_SOURCES`)."""
     tokens = parser.add_mutually_exclusive_group()
     tokens.add_argument(
@@ -179,7 +191,8 @@ def _token_options(parser: argparse.ArgumentParser, use: str) -> None:
     tokens.add_argument(
         "--token-file",
         metavar="PATH",
-        help=f"read the token from the first line of this file (wins over ${TOKEN_ENV})",
+        help=file_help
+        or f"read the token from the first line of this file (wins over ${TOKEN_ENV})",
     )
 
 
@@ -324,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8080, help="port (8080; 0 picks a free one)")
-    _token_options(serve, "bearer token every ask must carry")
+    _token_options(serve, "bearer token every ask must carry", file_help=SERVE_TOKEN_FILE_HELP)
     serve.add_argument(
         "--certfile",
         metavar="PEM",
@@ -487,6 +500,65 @@ def resolve_token(
     if variable is None:
         return None
     return check_token(variable, listening=listening, source=TOKEN_ENV)
+
+
+def read_token_list(path: str) -> list[str]:
+    """The tokens listed in the file at ``path`` (``serve --token-file``), each checked.
+
+    One token a line; the line break goes (``\\n`` or ``\\r\\n``), lines
+    that are empty or only spaces are skipped, and so are lines whose first
+    visible character is ``#`` (comments). Any other space is part of its
+    line, and :func:`check_token` refuses it. At least one token, at most
+    :data:`MAX_TOKEN_FILE_TOKENS`, each line at most
+    :data:`MAX_TOKEN_FILE_LINE` bytes; a token listed twice counts once.
+    Raises ``ValueError`` saying why the file gives no tokens, naming the
+    file and the line, never what it holds.
+    """
+    source = f"--token-file {path}"
+    limit = (MAX_TOKEN_FILE_LINE + 2) * MAX_TOKEN_FILE_TOKENS
+    try:
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
+    except OSError as error:
+        raise ValueError(f"cannot read {source}: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise ValueError(f"{source} is larger than {limit} bytes")
+    tokens: list[str] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        line = line.removesuffix(b"\r")
+        if not line.strip() or line.lstrip().startswith(b"#"):
+            continue
+        if len(line) > MAX_TOKEN_FILE_LINE:
+            raise ValueError(
+                f"line {number} of {source} is longer than {MAX_TOKEN_FILE_LINE} bytes"
+            )
+        # Latin-1 maps every byte to a character: check_token then refuses what is not ASCII.
+        tokens.append(
+            check_token(
+                line.decode("latin-1"), listening=False, source=f"line {number} of {source}"
+            )
+        )
+    if not tokens:
+        raise ValueError(f"{source} lists no token (only blank lines and # comments)")
+    unique = list(dict.fromkeys(tokens))
+    if len(unique) > MAX_TOKEN_FILE_TOKENS:
+        raise ValueError(f"{source} lists more than {MAX_TOKEN_FILE_TOKENS} tokens")
+    return unique
+
+
+def resolve_serve_tokens(
+    args: argparse.Namespace, *, environ: Mapping[str, str] | None = None
+) -> list[str] | None:
+    """The tokens ``serve`` accepts, checked, or ``None`` when none is given.
+
+    As :func:`resolve_token`, but ``--token-file`` may list several tokens
+    (:func:`read_token_list`). Raises ``ValueError`` (a usage error) saying
+    why, without any token.
+    """
+    if args.token_file is not None:
+        return read_token_list(args.token_file)
+    token = resolve_token(args, listening=False, environ=environ)
+    return None if token is None else [token]
 
 
 def listen_tls_context(url: str, cafile: str | None) -> ssl.SSLContext | None:

@@ -14,7 +14,9 @@ the broker instead. SIGINT or SIGTERM ends every open path cleanly. Each
 path's end is one line on standard error, ``path <channel> ended (<how>):
 <sent> sent, <dropped> dropped``, and the server's counts are the last line.
 The token comes from ``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
-(:func:`~.parser.resolve_token`); with ``--certfile`` the server speaks TLS.
+(:func:`~.parser.resolve_serve_tokens`; the file may list several, each
+accepted, each path hearing the progress of its own token's calls only);
+with ``--certfile`` the server speaks TLS.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from ..sansio import FrameError, Hub, Notification
-from ..sansio.drivers.reports import PathEndedReport, ServeReport
+from ..sansio.drivers.reports import PathEndedReport, ServeReport, audience_note
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
 from ..sansio.server.counts import ServerStats
 from ..sansio.server.hub import NotificationTooLarge
 from .cluster import redis_problem, replica_for
 from .output import say
-from .parser import resolve_token, serve_tls_context
+from .parser import resolve_serve_tokens, serve_tls_context
 from .relay import MCP_MISSING_MESSAGE, RelayFailed, make_relay, relay_stopped, relay_wanted
 from .running import (
     EXIT_NO_CONNECTION,
@@ -172,7 +174,7 @@ def _report_path_end(report: ServeReport) -> None:
     if type(report) is PathEndedReport:
         say(
             f"path {report.channel} ended ({report.how.value}): "
-            f"{report.sent} sent, {report.dropped} dropped"
+            f"{report.sent} sent, {report.dropped} dropped{audience_note(report.audience)}"
         )
 
 
@@ -187,7 +189,9 @@ def _summary(stats: ServerStats) -> str:
     )
 
 
-async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLContext | None) -> int:
+async def _serve(
+    args: argparse.Namespace, *, tokens: list[str] | None, tls: ssl.SSLContext | None
+) -> int:
     from ..adapters.asyncio import serve
 
     hub = Hub(queue_size=args.queue_size, queue_bytes=args.queue_bytes)
@@ -209,7 +213,7 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
             hub,
             args.host,
             args.port,
-            token=token,
+            tokens=tokens,
             keepalive_interval=args.keepalive,
             exchange_handler=None if relay is None else relay.handle_exchange,
             stall_timeout=args.stall_timeout,
@@ -274,13 +278,13 @@ def run_serve(args: argparse.Namespace) -> int:
         say(problem)
         return EXIT_USAGE
     try:
-        token = resolve_token(args, listening=False)
+        tokens = resolve_serve_tokens(args)
         tls = serve_tls_context(args.certfile, args.keyfile)
     except ValueError as error:
         say(f"{PROG} serve: error: {error}")
         return EXIT_USAGE
     try:
-        return asyncio.run(_serve(args, token=token, tls=tls))
+        return asyncio.run(_serve(args, tokens=tokens, tls=tls))
     except UsageError as error:
         say(f"{PROG} serve: error: {error}")
         return EXIT_USAGE

@@ -34,6 +34,7 @@ from ..sansio.envelope import (
     EnvelopeError,
     EnvelopeLimits,
     GapCounter,
+    check_audience,
     check_origin,
     decode_envelope,
     encode_envelope,
@@ -295,7 +296,8 @@ class BrokerCore:
         self._on_ready = on_ready
         self._lock = threading.Lock()
         self._gaps = GapCounter(max_origins=settings.max_origins)
-        self._outbox: deque[Notification] = deque()
+        # Each notification with the audience it goes to (None: everyone).
+        self._outbox: deque[tuple[Notification, str | None]] = deque()
         self._outbox_bytes = 0
         # The number the next notification taken gets; the outbox's first one
         # is numbered `_next - len(_outbox)`. 2**64 of them at a billion a
@@ -342,8 +344,12 @@ class BrokerCore:
 
     # -- publishing ----------------------------------------------------------------
 
-    def accept(self, item: object) -> bool:
+    def accept(self, item: object, audience: str | None = None) -> bool:
         """Take ``item`` into the outbox; False (and nothing done) if it is not a notification.
+
+        ``audience`` travels with it to every replica (``Hub.publish``'s,
+        ``None``: everyone); one that is not 1-64 visible ASCII characters is
+        a :class:`ValueError` (:class:`TypeError` if not a str).
 
         Raises :class:`NotificationTooLarge`, :class:`BrokerUnavailable` or
         :class:`OutboxFull`, each counted and logged.
@@ -351,6 +357,8 @@ class BrokerCore:
         notification = as_notification(item)
         if notification is None:
             return False
+        if audience is not None:
+            check_audience(audience)
         size = len(notification.to_bytes())
         limit = self.limits.max_notification_size
         with self._lock:
@@ -372,7 +380,7 @@ class BrokerCore:
                 )
                 count = self._counts.outbox_full = self._counts.outbox_full + 1
             else:
-                self._outbox.append(notification)
+                self._outbox.append((notification, audience))
                 self._outbox_bytes += size
                 self._next += 1
         if error is not None:
@@ -402,17 +410,33 @@ class BrokerCore:
                 return None
             first = self._next - len(outbox)
             items: list[Notification] = []
+            audiences: list[str | None] = []
             total = header_size(self.origin)
+            # What naming audiences adds (version 2): a length byte for each
+            # notification, and each audience.
+            addressing = 0
+            addressed = False
             taken = 0
             while outbox and len(items) < self._max_batch:
-                size = len(outbox[0].to_bytes())
-                if items and total + ITEM_OVERHEAD + size > self._max_batch_bytes:
+                notification, audience = outbox[0]
+                size = len(notification.to_bytes())
+                extra = 1 + len(audience or "")
+                grown = total + ITEM_OVERHEAD + size
+                if addressed or audience is not None:
+                    grown += addressing + extra
+                if items and grown > self._max_batch_bytes:
                     break
-                items.append(outbox.popleft())
+                outbox.popleft()
+                items.append(notification)
+                audiences.append(audience)
                 total += ITEM_OVERHEAD + size
+                addressing += extra
+                addressed = addressed or audience is not None
                 taken += size
             self._outbox_bytes -= taken
-        envelope = Envelope(origin=self.origin, sequence=first, notifications=items)
+        envelope = Envelope(
+            origin=self.origin, sequence=first, notifications=items, audiences=audiences
+        )
         return encode_envelope(envelope), len(items)
 
     def sent(self, count: int) -> None:
@@ -461,10 +485,11 @@ class BrokerCore:
                 envelope.sequence,
             )
         hub = self.hub
+        audiences = envelope.audiences
         with self._hub_lock:
-            for notification in envelope.notifications:
+            for index, notification in enumerate(envelope.notifications):
                 try:
-                    hub.publish(notification)
+                    hub.publish(notification, audience=audiences[index] if audiences else None)
                 except Exception:
                     # A subscriber's wake-up callback failed; the others were served.
                     logger.exception("%s: publishing into the hub failed", self.description)
@@ -558,8 +583,11 @@ class Broker:
         """Subscribed to the broker now."""
         return self._core.connected
 
-    def publish(self, item: object) -> bool:
+    def publish(self, item: object, *, audience: str | None = None) -> bool:
         """Queue ``item`` for the broker, without waiting; every hub on the channel gets it.
+
+        ``audience`` goes with it: every hub publishes it to that audience
+        (``Hub.publish``'s; ``None``, the default: to everyone).
 
         ``False`` if ``item`` is not a notification (ignored, as by
         ``Hub.publish``). Raises :class:`BrokerUnavailable` while not
@@ -568,7 +596,7 @@ class Broker:
         logged. The hub gets the notification only once it came back from
         the broker.
         """
-        return self._core.accept(item)
+        return self._core.accept(item, audience)
 
     def stats(self) -> BrokerStats:
         """The counts now."""

@@ -127,13 +127,13 @@ class InMemoryBroker(Broker):
         self._closed = False
         bus._attach(self)
 
-    def publish(self, item: object) -> bool:
+    def publish(self, item: object, *, audience: str | None = None) -> bool:
         """Publish ``item`` to every hub on the bus, this one's included, before returning.
 
-        As :meth:`Broker.publish` otherwise: ``BrokerUnavailable`` while
-        the bus is cut or the broker closed.
+        As :meth:`Broker.publish` otherwise (``audience`` goes with it):
+        ``BrokerUnavailable`` while the bus is cut or the broker closed.
         """
-        if not self._core.accept(item):
+        if not self._core.accept(item, audience):
             return False
         while True:
             batch = self._core.next_batch()

@@ -21,9 +21,19 @@ Version 1, byte by byte (integers are unsigned, big-endian)::
                      and M bytes of notification JSON
 
 The notifications are numbered ``S, S+1, ..., S+N-1`` (at most
-``2**64 - 1``). Nothing may follow the last one. The encoding is canonical:
-every envelope has exactly one encoding, so ``encode(decode(b)) == b`` for
-every ``b`` that decodes.
+``2**64 - 1``). Nothing may follow the last one.
+
+Version 2 carries the *audience* each notification was published to
+(``Hub.publish(item, audience=...)``: the paths of one token, see
+``docs/cluster.md``). It is version 1 with a version byte of 2 and, before
+each notification's length, one byte A (0..64) and A bytes of audience
+(visible ASCII; A = 0: published to everyone). An envelope whose
+notifications all go to everyone is written as version 1, so replicas that
+use no audiences exchange exactly what they did before audiences existed;
+a version 2 envelope that names no audience is refused.
+
+The encoding is canonical: every envelope has exactly one encoding, so
+``encode(decode(b)) == b`` for every ``b`` that decodes.
 
 :func:`decode_envelope` is total: for any bytes it returns an
 :class:`Envelope` or raises :class:`EnvelopeError`, never anything else, in
@@ -51,6 +61,7 @@ from .mcp.model import Notification
 from .wire.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
+    "AUDIENCE_VERSION",
     "DEFAULT_LIMITS",
     "DEFAULT_MAX_ENVELOPE_SIZE",
     "DEFAULT_MAX_ITEMS",
@@ -66,6 +77,7 @@ __all__ = [
     "EnvelopeErrorReason",
     "EnvelopeLimits",
     "GapCounter",
+    "check_audience",
     "check_origin",
     "decode_envelope",
     "encode_envelope",
@@ -74,8 +86,10 @@ __all__ = [
 
 #: The first four bytes of every envelope.
 MAGIC: Final = b"DVNE"
-#: The version this module writes and the only one it reads.
+#: The version of envelopes whose notifications all go to everyone.
 VERSION: Final = 1
+#: The version of envelopes that carry an audience for some notification.
+AUDIENCE_VERSION: Final = 2
 #: The longest origin id, in bytes.
 MAX_ORIGIN_LENGTH: Final = 64
 #: The largest sequence number.
@@ -156,6 +170,29 @@ def _check_sequence(_instance: object, _attribute: object, value: int) -> None:
         raise ValueError(f"sequence must be in 0..2**64-1, got {value!r}")
 
 
+def check_audience(audience: str) -> str:
+    """``audience`` if an envelope can carry it (1-64 visible ASCII characters, no space).
+
+    :class:`TypeError` if it is not a str, :class:`ValueError` otherwise.
+    """
+    if not isinstance(audience, str):
+        raise TypeError(f"an audience is a str or None, not {type(audience).__name__}")
+    if not audience.isascii() or _ORIGIN.fullmatch(audience.encode("ascii")) is None:
+        raise ValueError(
+            f"an audience is 1-{MAX_ORIGIN_LENGTH} visible ASCII characters, not {audience!r}"
+        )
+    return audience
+
+
+def _audience_tuple(value: Iterable[str | None]) -> tuple[str | None, ...]:
+    items = tuple(value)
+    for item in items:
+        if item is not None:
+            check_audience(item)
+    # Everyone's (no audience named) is said one way only: no audiences.
+    return items if any(item is not None for item in items) else ()
+
+
 def _notification_tuple(value: Iterable[Notification]) -> tuple[Notification, ...]:
     items = tuple(value)
     for item in items:
@@ -172,15 +209,22 @@ class Envelope:
     :meth:`Notification.to_bytes`, so a decoded notification travels byte
     for byte. Equality compares the notifications as
     :class:`Notification` does (by JSON value).
+
+    ``audiences`` gives, one for each notification, the audience it was
+    published to (``None``: everyone); ``()`` (the default, and what any
+    all-``None`` tuple becomes) means everyone's, every one of them.
     """
 
     origin: str = attrs.field(validator=_check_origin)
     sequence: int = attrs.field(validator=_check_sequence)
     notifications: tuple[Notification, ...] = attrs.field(converter=_notification_tuple)
+    audiences: tuple[str | None, ...] = attrs.field(default=(), converter=_audience_tuple)
 
     def __attrs_post_init__(self) -> None:
         if not self.notifications:
             raise ValueError("an envelope carries at least one notification")
+        if self.audiences and len(self.audiences) != len(self.notifications):
+            raise ValueError("an envelope gives one audience for each notification, or none")
         if self.last > MAX_SEQUENCE:
             raise ValueError("the last notification's sequence number is beyond 2**64-1")
 
@@ -191,7 +235,9 @@ class Envelope:
 
 
 def encode_envelope(envelope: Envelope) -> bytes:
-    """The bytes of ``envelope`` (version :data:`VERSION`); the inverse of :func:`decode_envelope`.
+    """The bytes of ``envelope``; the inverse of :func:`decode_envelope`.
+
+    Version :data:`VERSION`, or :data:`AUDIENCE_VERSION` when it names an audience.
 
     Limits are the receiver's to apply. A notification over 4 GiB, which the
     format cannot carry, raises :class:`LocalProtocolError`.
@@ -200,17 +246,22 @@ def encode_envelope(envelope: Envelope) -> bytes:
         raise TypeError(f"expected an Envelope, not {type(envelope).__name__}")
     origin = envelope.origin.encode("ascii")
     items = envelope.notifications
+    audiences = envelope.audiences
     parts = [
         MAGIC,
-        bytes((VERSION, len(origin))),
+        bytes((AUDIENCE_VERSION if audiences else VERSION, len(origin))),
         origin,
         envelope.sequence.to_bytes(8, "big"),
         len(items).to_bytes(4, "big"),
     ]
-    for notification in items:
+    for index, notification in enumerate(items):
         raw = notification.to_bytes()
         if len(raw) > _MAX_ITEM_LENGTH:
             raise LocalProtocolError("an envelope carries notifications of at most 4 GiB - 1")
+        if audiences:
+            audience = (audiences[index] or "").encode("ascii")
+            parts.append(bytes((len(audience),)))
+            parts.append(audience)
         parts.append(len(raw).to_bytes(4, "big"))
         parts.append(raw)
     return b"".join(parts)
@@ -227,8 +278,10 @@ def decode_envelope(
 
     The checks, in order: size (``max_size``), magic, version, origin,
     number of notifications (``max_items``), sequence range, then each
-    notification (``max_notification_size``, then its JSON, as
-    :meth:`Notification.from_bytes` checks it), then trailing bytes.
+    notification (in version 2 its audience first, then
+    ``max_notification_size``, then its JSON, as
+    :meth:`Notification.from_bytes` checks it), then trailing bytes, then
+    (version 2) that some audience is named.
     """
     raw = data if type(data) is bytes else bytes(data)
     size = len(raw)
@@ -241,11 +294,13 @@ def decode_envelope(
         raise _error(EnvelopeErrorReason.NOT_AN_ENVELOPE, f"no envelope magic {MAGIC!r}")
     if size < 6:
         raise _error(EnvelopeErrorReason.TRUNCATED, "envelope ends inside its header")
-    if raw[4] != VERSION:
+    version = raw[4]
+    if version != VERSION and version != AUDIENCE_VERSION:
         raise _error(
             EnvelopeErrorReason.UNKNOWN_VERSION,
-            f"envelope version {raw[4]} (this version reads only {VERSION})",
+            f"envelope version {version} (this version reads {VERSION} and {AUDIENCE_VERSION})",
         )
+    addressed = version == AUDIENCE_VERSION
     origin_end = 6 + raw[5]
     if raw[5] == 0 or raw[5] > MAX_ORIGIN_LENGTH:
         raise _error(
@@ -267,8 +322,12 @@ def decode_envelope(
     if first + count - 1 > MAX_SEQUENCE:
         raise _error(EnvelopeErrorReason.SEQUENCE, "sequence numbers run beyond 2**64-1")
     notifications = []
+    audiences: list[str | None] = []
     limit = limits.max_notification_size
     for index in range(count):
+        if addressed:
+            audience, position = _read_audience(raw, position, index)
+            audiences.append(audience)
         start = position + ITEM_OVERHEAD
         if size < start:
             raise _error(
@@ -297,7 +356,43 @@ def decode_envelope(
             EnvelopeErrorReason.TRAILING,
             f"{size - position} bytes after the last notification",
         )
-    return Envelope(origin=origin.decode("ascii"), sequence=first, notifications=notifications)
+    if addressed and not any(audience is not None for audience in audiences):
+        raise _error(
+            EnvelopeErrorReason.AUDIENCE,
+            f"a version {AUDIENCE_VERSION} envelope names no audience (version {VERSION} is that)",
+        )
+    return Envelope(
+        origin=origin.decode("ascii"),
+        sequence=first,
+        notifications=notifications,
+        audiences=audiences,
+    )
+
+
+def _read_audience(raw: bytes, position: int, index: int) -> tuple[str | None, int]:
+    """The audience of notification ``index`` at ``position`` (version 2), and what follows it."""
+    if len(raw) <= position:
+        raise _error(EnvelopeErrorReason.TRUNCATED, f"envelope ends inside notification {index}")
+    length = raw[position]
+    end = position + 1 + length
+    if length > MAX_ORIGIN_LENGTH:
+        raise _error(
+            EnvelopeErrorReason.AUDIENCE,
+            f"audience of notification {index} of {length} bytes (0-{MAX_ORIGIN_LENGTH})",
+            index,
+        )
+    if len(raw) < end:
+        raise _error(EnvelopeErrorReason.TRUNCATED, f"envelope ends inside notification {index}")
+    if not length:
+        return None, end
+    audience = raw[position + 1 : end]
+    if _ORIGIN.fullmatch(audience) is None:
+        raise _error(
+            EnvelopeErrorReason.AUDIENCE,
+            f"audience of notification {index} is not visible ASCII (0x21-0x7E)",
+            index,
+        )
+    return audience.decode("ascii"), end
 
 
 class GapCounter:

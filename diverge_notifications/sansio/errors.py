@@ -265,7 +265,8 @@ class EnvelopeErrorReason(enum.Enum):
 
     #: Fewer than four bytes, or not the magic: other traffic on the channel.
     NOT_AN_ENVELOPE = "not_an_envelope"
-    #: The magic, then a version other than :data:`~.envelope.VERSION`.
+    #: The magic, then a version other than :data:`~.envelope.VERSION` and
+    #: :data:`~.envelope.AUDIENCE_VERSION`.
     UNKNOWN_VERSION = "unknown_version"
     #: The envelope is over ``max_size``, or a notification over ``max_notification_size``.
     TOO_LARGE = "too_large"
@@ -281,6 +282,9 @@ class EnvelopeErrorReason(enum.Enum):
     TRAILING = "trailing"
     #: A notification's bytes are not a notification (``index`` says which).
     NOTIFICATION = "notification"
+    #: An audience (version 2) longer than 64 bytes or not visible ASCII, or a
+    #: version 2 envelope that names no audience at all (version 1 carries that).
+    AUDIENCE = "audience"
 
 
 class EnvelopeError(DecodeError):

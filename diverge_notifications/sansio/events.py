@@ -204,9 +204,14 @@ EventOrNeedData = Event | Literal[NeedData.NEED_DATA]
 
 @attrs.frozen(kw_only=True)
 class NotificationsAsked(Event):
-    """A valid kind-4 ask arrived; write the path (``start_path`` ...) or ``decline``."""
+    """A valid kind-4 ask arrived; write the path (``start_path`` ...) or ``decline``.
+
+    ``audience`` names the token the ask carried when the server accepts
+    several (:func:`~.wire.http.audience_of`), else ``None``.
+    """
 
     channel: str
+    audience: str | None = None
 
 
 @attrs.frozen(kw_only=True)

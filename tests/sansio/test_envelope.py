@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from diverge_notifications.sansio import Notification, errors
 from diverge_notifications.sansio.envelope import (
+    AUDIENCE_VERSION,
     DEFAULT_LIMITS,
     DEFAULT_MAX_NOTIFICATION_SIZE,
     ITEM_OVERHEAD,
@@ -212,7 +213,7 @@ def test_small_limits_are_declared_errors_too(data: bytes, scale: int) -> None:
         (b'{"method":"m"}', Reason.NOT_AN_ENVELOPE, None),
         (MAGIC, Reason.TRUNCATED, None),
         (MAGIC + b"\x01", Reason.TRUNCATED, None),
-        (raw_envelope(b"o", 0, ONE, version=2), Reason.UNKNOWN_VERSION, None),
+        (raw_envelope(b"o", 0, ONE, version=3), Reason.UNKNOWN_VERSION, None),
         (raw_envelope(b"o", 0, ONE, version=0), Reason.UNKNOWN_VERSION, None),
         (raw_envelope(b"", 0, ONE), Reason.ORIGIN, None),
         (raw_envelope(b"x" * 65, 0, ONE), Reason.ORIGIN, None),
@@ -414,3 +415,92 @@ def test_the_gap_count_is_exactly_what_was_skipped(steps: list[tuple[str, int, b
 def test_bad_max_origins_are_refused(value: Any, error: type[Exception]) -> None:
     with pytest.raises(error):
         GapCounter(max_origins=value)
+
+
+# --- audiences (version 2) ---------------------------------------------------------------------
+
+audience_values = st.one_of(st.none(), origins)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(notifications(), audience_values), min_size=1, max_size=6), origins)
+def test_audiences_travel_with_their_notifications(
+    items: list[tuple[Notification, str | None]], origin: str
+) -> None:
+    envelope = Envelope(
+        origin=origin,
+        sequence=1,
+        notifications=[n for n, _ in items],
+        audiences=[a for _, a in items],
+    )
+    data = encode_envelope(envelope)
+    decoded = decode_envelope(data)
+    assert decoded == envelope
+    assert encode_envelope(decoded) == data
+    named = any(a is not None for _, a in items)
+    assert data[4] == (AUDIENCE_VERSION if named else VERSION)
+    assert decoded.audiences == (tuple(a for _, a in items) if named else ())
+
+
+def test_an_envelope_of_everyones_notifications_is_version_1_as_before() -> None:
+    plain = Envelope(origin="o", sequence=0, notifications=[Notification.from_bytes(ONE)])
+    everyone = Envelope(
+        origin="o", sequence=0, notifications=[Notification.from_bytes(ONE)], audiences=[None]
+    )
+    assert everyone == plain and everyone.audiences == ()
+    assert encode_envelope(everyone) == raw_envelope(b"o", 0, ONE)
+
+
+def test_the_audience_layout_is_as_documented() -> None:
+    two = Envelope(
+        origin="o",
+        sequence=5,
+        notifications=[Notification.from_bytes(ONE)] * 2,
+        audiences=["ab12", None],
+    )
+    item = len(ONE).to_bytes(4, "big") + ONE
+    assert encode_envelope(two) == (
+        MAGIC + b"\x02\x01o" + (5).to_bytes(8, "big") + (2).to_bytes(4, "big")
+        + b"\x04ab12" + item + b"\x00" + item
+    )  # fmt: skip
+
+
+def addressed(*items: tuple[bytes, bytes]) -> bytes:
+    """A version 2 envelope of origin ``o`` written by hand: (audience, JSON) pairs."""
+    body = b"".join(
+        bytes((len(audience),)) + audience + len(text).to_bytes(4, "big") + text
+        for audience, text in items
+    )
+    header = MAGIC + bytes((AUDIENCE_VERSION, 1)) + b"o" + (0).to_bytes(8, "big")
+    return header + len(items).to_bytes(4, "big") + body
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (addressed((b"", ONE)), Reason.AUDIENCE),  # names none: version 1 says that
+        (addressed((b"x" * 65, ONE)), Reason.AUDIENCE),
+        (addressed((b"a b", ONE)), Reason.AUDIENCE),
+        (addressed((b"a", ONE))[: -len(ONE) - 6], Reason.TRUNCATED),
+        (addressed((b"abc", ONE))[: -len(ONE) - 6], Reason.TRUNCATED),
+        (addressed((b"a", ONE)) + b"\x00", Reason.TRAILING),
+    ],
+)
+def test_a_bad_audience_is_refused_with_its_reason(data: bytes, reason: Reason) -> None:
+    with pytest.raises(EnvelopeError) as raised:
+        decode_envelope(data)
+    assert raised.value.reason is reason
+
+
+@pytest.mark.parametrize(
+    ("audiences", "error"),
+    [(["a", "b"], ValueError), (["a b"], ValueError), ([""], ValueError), ([7], TypeError)],
+)
+def test_bad_audiences_cannot_be_built(audiences: list[Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        Envelope(
+            origin="o",
+            sequence=0,
+            notifications=[Notification.from_bytes(ONE)],
+            audiences=audiences,
+        )

@@ -22,6 +22,7 @@ __all__ = [
     "PathOpenedReport",
     "RefusalReport",
     "ServeReport",
+    "audience_note",
 ]
 
 
@@ -52,10 +53,15 @@ class RefusalReport:
 
 @attrs.frozen(kw_only=True)
 class PathOpenedReport:
-    """A notification path opened on ``channel`` to ``peer``."""
+    """A notification path opened on ``channel`` to ``peer``.
+
+    ``audience`` names the token it was asked with when the server accepts
+    several (:func:`~..wire.http.audience_of`; never the token), else ``None``.
+    """
 
     peer: str
     channel: str
+    audience: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -66,7 +72,7 @@ class PathEndedReport:
     reached it and were not sent (its queue was full, or they were still
     queued at its end: ``freed`` of them); ``stall_timeout`` is set when it
     was cut off as stalled; ``reason`` is the hub's reason when the hub ended
-    it (:attr:`PathEnd.SUSPENDED`).
+    it (:attr:`PathEnd.SUSPENDED`); ``audience`` as in :class:`PathOpenedReport`.
     """
 
     peer: str
@@ -77,6 +83,7 @@ class PathEndedReport:
     freed: int
     stall_timeout: float | None = None
     reason: str | None = None
+    audience: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -85,13 +92,19 @@ class ExchangeReport:
 
     ``outcome`` is ``"result"``, ``"error"``, ``"declined"`` or
     ``"internal error: <why>"`` (the handler raised, ran too long, or
-    returned what is not a result).
+    returned what is not a result); ``audience`` as in :class:`PathOpenedReport`.
     """
 
     peer: str
     channel: str
     exchange: str
     outcome: str
+    audience: str | None = None
+
+
+def audience_note(audience: str | None) -> str:
+    """What a log line about a path or an exchange adds for its audience (``""`` for none)."""
+    return "" if audience is None else f" (audience {audience})"
 
 
 ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport

@@ -262,7 +262,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
 
     ``settings`` (a :class:`~.settings.ServeSettings`, shared by every
     connection of one server; the defaults when omitted) holds the limits,
-    the token and profile, the channel ids and the totals it counts into
+    the tokens and profile, the channel ids and the totals it counts into
     (:class:`~..server.counts.ServingTotals`). A connection made while
     ``max_connections`` are served already is *busy*: it answers 503 with
     ``Retry-After`` without reading the ask, as does a notification ask to
@@ -296,7 +296,9 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._keepalive_interval = keepalive_interval
         self._ask_deadline = now + settings.ask_timeout
         self._connection = ServerConnection(
-            token=settings.token, profile=settings.profile, channel_ids=settings.channel_ids
+            tokens=settings.accepted or None,
+            profile=settings.profile,
+            channel_ids=settings.channel_ids,
         )
         self._answers_exchanges = settings.exchange_handler is not None
         self._queue_size = settings.queue_size
@@ -526,7 +528,10 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         with self._lock:
             try:
                 self._subscriber = self._hub.subscribe(
-                    queue_size=self._queue_size, queue_bytes=self._queue_bytes, on_ready=self._wake
+                    queue_size=self._queue_size,
+                    queue_bytes=self._queue_bytes,
+                    on_ready=self._wake,
+                    audience=self._connection.audience,
                 )
             except HubSuspended as suspended:
                 self._suspended_reason = suspended.reason
@@ -540,7 +545,11 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             self._totals.path_opened(subscriber)
         self._outbox += self._connection.start_path()
         self._last_output = self._now
-        self._report(PathOpenedReport(peer=self._peer, channel=self._channel()))
+        self._report(
+            PathOpenedReport(
+                peer=self._peer, channel=self._channel(), audience=self._connection.audience
+            )
+        )
 
     def _hold(self, value: object) -> None:
         assert isinstance(value, ExchangeAsked)
@@ -614,7 +623,11 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         exchange = ask.exchange.name.lower() if ask is not None else "exchange"
         self._report(
             ExchangeReport(
-                peer=self._peer, channel=self._channel(), exchange=exchange, outcome=outcome
+                peer=self._peer,
+                channel=self._channel(),
+                exchange=exchange,
+                outcome=outcome,
+                audience=self._connection.audience,
             )
         )
 
@@ -683,6 +696,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
                 freed=freed,
                 stall_timeout=self._stall_timeout if how is PathEnd.STALLED else None,
                 reason=reason,
+                audience=self._connection.audience,
             )
         )
 

@@ -12,7 +12,7 @@ the limits and their defaults.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Generic, TypeVar
 
 import attrs
@@ -20,7 +20,7 @@ import attrs
 from ..errors import check_positive, positive, positive_int
 from ..server.counts import ServingTotals
 from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
-from ..wire.http import ChannelIds, check_token
+from ..wire.http import ChannelIds, check_token, check_tokens
 from ..wire.profiles import Profile
 from .actions import ExchangeHandler
 from .reports import ServeReport
@@ -92,6 +92,15 @@ def _check_token(_instance: object, _attribute: attrs.Attribute[Any], token: str
     check_token(token)
 
 
+def _tokens(tokens: Iterable[str] | None) -> tuple[str, ...] | None:
+    if tokens is None:
+        return None
+    if isinstance(tokens, (str, bytes)):
+        # Its characters are not tokens: refused now, with the rule's own words.
+        check_tokens(None, tokens)
+    return tuple(tokens)
+
+
 def _profile(profile: Profile | str) -> Profile:
     return Profile(profile)
 
@@ -112,9 +121,15 @@ class ServeSettings(Generic[_Handler]):
     channels, and they count into ``totals``. ``on_report`` is called with
     every :mod:`.reports` record (the command line prints the end of each
     path). The limits and their defaults are in ``docs/adapters.md``.
+
+    ``tokens`` accepts several tokens instead of one ``token`` (not both; an
+    empty list, or a str, is a :class:`ValueError`): every one is accepted,
+    each path and exchange belongs to the audience of the one it was asked
+    with (:func:`~..wire.http.audience_of`), and :attr:`accepted` is the
+    tokens in use either way.
     """
 
-    token: str | None = attrs.field(default=None, validator=_check_token)
+    token: str | None = attrs.field(default=None, validator=_check_token, repr=False)
     keepalive_interval: float = attrs.field(default=DEFAULT_KEEPALIVE_INTERVAL, validator=positive)
     profile: Profile = Profile.PROVIDER
     exchange_handler: _Handler | None = None
@@ -140,6 +155,12 @@ class ServeSettings(Generic[_Handler]):
     on_report: Callable[[ServeReport], None] | None = attrs.field(default=None, eq=False)
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
     totals: ServingTotals = attrs.field(init=False, factory=ServingTotals, eq=False, repr=False)
+    tokens: tuple[str, ...] | None = attrs.field(default=None, converter=_tokens, repr=False)
+    #: The tokens accepted, from ``token`` or ``tokens`` (empty: no token is asked for).
+    accepted: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "accepted", check_tokens(self.token, self.tokens))
 
 
 @attrs.frozen(kw_only=True)

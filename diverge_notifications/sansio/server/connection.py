@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
+import attrs
 import h11
 
 from ..errors import LocalProtocolError
@@ -59,7 +60,7 @@ from ..wire.http import (
     LAST_CHUNK,
     ChannelIds,
     answer_head,
-    check_token,
+    check_tokens,
     chunk,
     refusal_response,
 )
@@ -357,7 +358,10 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
     ``target`` is the path asks are posted to (``/requests``, or a base
     path's ``/base/requests``), as :class:`~..client.connection.ProxyConnection` names it;
     it must start with ``/``. A ``token`` that is not usable (see
-    :func:`check_token`) is a :class:`ValueError`.
+    :func:`check_token`) is a :class:`ValueError`. ``tokens`` accepts
+    several instead (give one of ``token`` and ``tokens``, see
+    :func:`check_tokens`): every one is accepted, and the ask is the
+    :attr:`audience` of the one it carried.
 
     ``next_event()`` never raises for any bytes received: every peer
     mistake is an :class:`AskRefused`. The events it produces do not depend
@@ -376,8 +380,9 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
         max_head_size: int = 16 * 1024,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         target: str = ASK_PATH,
+        tokens: Iterable[str] | None = None,
     ) -> None:
-        check_token(token)
+        accepted = check_tokens(token, tokens)
         if max_ask_size < 1 or max_head_size < 16 or max_frame_size < 1:
             raise ValueError("max_ask_size and max_frame_size must be >= 1, max_head_size >= 16")
         if not target.startswith("/"):
@@ -395,7 +400,7 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
         # What was received and not yet read; the reader takes from its front.
         self._buffer = bytearray()
         self._reader = AskReader(
-            token=token, target=target, max_ask_size=max_ask_size, max_head_size=max_head_size
+            tokens=accepted, target=target, max_ask_size=max_ask_size, max_head_size=max_head_size
         )
 
     # --- properties --------------------------------------------------------
@@ -419,6 +424,14 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
     def ask(self) -> Ask | None:
         """The accepted ask, once one was accepted."""
         return self._ask
+
+    @property
+    def audience(self) -> str | None:
+        """The audience of the token the ask carried, when several are accepted, else ``None``.
+
+        Known once an ask was accepted (:func:`~..wire.http.audience_of`).
+        """
+        return self._reader.audience
 
     @property
     def path_open(self) -> bool:
@@ -491,7 +504,8 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
         if isinstance(verdict, Refusal):
             self._move(_I.INVALID_ASK, verdict)
             return
-        self._ask = verdict
+        audience = self._reader.audience
+        self._ask = verdict if audience is None else attrs.evolve(verdict, audience=audience)
         try:
             self._channel = self._channel_ids.mint()
         except LocalProtocolError:
@@ -562,7 +576,9 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
 
     def _announce_notifications(self, _: object) -> bytes:
         assert self._channel is not None
-        self._events.append(NotificationsAsked(channel=self._channel))
+        self._events.append(
+            NotificationsAsked(channel=self._channel, audience=self._reader.audience)
+        )
         return b""
 
     def _announce_exchange(self, _: object) -> bytes:

@@ -48,6 +48,18 @@ Publishing costs O(subscribers it reaches): subscribers are indexed by URI,
 by list-changed flag and by log level, so a ``resources/updated`` for one
 URI does not look at the subscribers of other URIs.
 
+**Audiences.** A subscriber may belong to an *audience* (``subscribe(...,
+audience=...)``: a server that accepts several tokens gives each path the
+audience of the token it was asked with, :func:`~..wire.http.audience_of`,
+a short digest, never the token). ``publish(item, audience=...)`` reaches
+only the subscribers of that audience, and those that belong to none
+(``audience=None``, which hear every audience, as a subscriber without an
+interest hears every topic); the filters apply as always. A publish
+without an audience reaches everyone, as if audiences did not exist, at
+the same cost. A publish to an audience costs O(subscribers reached) for
+the notifications no filter narrows (progress, cancellations: the ones a
+relay addresses), and O(the audience's subscribers) for the others.
+
 **Suspension.** A hub fed from somewhere that can be lost (a broker between
 replicas, see ``docs/cluster.md``) can be :meth:`Hub.suspend`-ed: every open
 subscriber is ended with a reason (:attr:`Subscriber.end_reason`; its
@@ -140,6 +152,8 @@ class Hub:
         self._by_uri: dict[str, _Group] = {}
         self._list_changed: dict[str, _Group] = {method: {} for method in LIST_CHANGED_METHODS}
         self._by_level: list[_Group] = [{} for _ in LogLevel]
+        self._unscoped: _Group = {}  # subscribers of no audience: they hear every one
+        self._by_audience: dict[str, _Group] = {}
 
     @property
     def queue_size(self) -> int:
@@ -202,7 +216,11 @@ class Hub:
             queued=sum(len(subscriber._queue) for subscriber in self._all),
         )
 
-    def room_for(self, item: object) -> bool:
+    def audiences(self) -> dict[str, int]:
+        """How many open subscribers each audience has (those of none are not counted)."""
+        return {audience: len(group) for audience, group in self._by_audience.items()}
+
+    def room_for(self, item: object, *, audience: str | None = None) -> bool:
         """True if :meth:`publish` of ``item`` now would queue it for every subscriber it reaches.
 
         Also true for what :meth:`publish` does not queue anywhere whatever
@@ -211,6 +229,7 @@ class Hub:
         Each subscriber found without room is remembered: after a ``False``,
         register with :meth:`when_room` (with no other hub call in between)
         to learn when one of them takes notifications out or closes.
+        ``audience`` is the one :meth:`publish` would be given.
         """
         notification = as_notification(item)
         if notification is None:
@@ -220,7 +239,12 @@ class Hub:
             return True
         size = payload + PREFIX_SIZE
         room = True
-        for group in self._route(notification):
+        groups = (
+            self._route(notification)
+            if audience is None
+            else self._route_to(notification, audience)
+        )
+        for group in groups:
             for subscriber in group:
                 queue = subscriber._queue
                 if queue and (
@@ -256,6 +280,7 @@ class Hub:
         queue_size: int | None = None,
         on_ready: Callable[[], None] | None = None,
         queue_bytes: int | None = None,
+        audience: str | None = None,
     ) -> Subscriber:
         """A new subscriber, starting empty.
 
@@ -265,6 +290,8 @@ class Hub:
         wake up; and once when the subscription is ended from outside
         (``close(reason=...)``, :meth:`suspend`). ``queue_size`` and
         ``queue_bytes`` bound its queue (the hub's defaults unless given).
+        ``audience`` is the audience it belongs to: it gets what is published
+        to everyone and to that audience (``None``: to any audience).
 
         Raises :class:`HubSuspended` while the hub is suspended (see
         :meth:`suspend`).
@@ -279,11 +306,17 @@ class Hub:
             raise ValueError("queue_bytes must be at least 1")
         if interest is not None and not isinstance(interest, Interest):
             raise TypeError(f"interest must be an Interest or None, not {type(interest).__name__}")
-        subscriber = Subscriber(self, interest, size, on_ready, bytes_bound)
+        if audience is not None:
+            _check_audience(audience)
+        subscriber = Subscriber(self, interest, size, on_ready, bytes_bound, audience)
         self._totals.subscribed += 1
         self._all[subscriber] = None
         for group in self._groups_of(interest):
             group[subscriber] = None
+        if audience is None:
+            self._unscoped[subscriber] = None
+        else:
+            self._by_audience.setdefault(audience, {})[subscriber] = None
         return subscriber
 
     def _groups_of(self, interest: Interest | None) -> list[_Group]:
@@ -310,6 +343,14 @@ class Hub:
             for uri in interest.resource_subscriptions:
                 if not self._by_uri[uri]:
                     del self._by_uri[uri]
+        audience = subscriber.audience
+        if audience is None:
+            self._unscoped.pop(subscriber, None)
+        else:
+            members = self._by_audience[audience]
+            members.pop(subscriber, None)
+            if not members:
+                del self._by_audience[audience]
         if subscriber._awaited:
             # A publisher waits for this queue: gone, it holds nobody up.
             subscriber._awaited = False
@@ -334,7 +375,21 @@ class Hub:
             return (self._everything, *self._by_level[: level + 1])
         return (self._all,)
 
-    def publish(self, item: object) -> int:
+    def _route_to(self, notification: Notification, audience: str) -> tuple[_Group, ...]:
+        """The groups ``notification`` published to ``audience`` reaches; they never overlap."""
+        _check_audience(audience)
+        members = self._by_audience.get(audience)
+        routed = self._route(notification)
+        if routed[0] is self._all:
+            # No filter narrows it: the audience and those of none, as they are.
+            return (self._unscoped, members) if members else (self._unscoped,)
+        # Narrowed by the filters as well: each member that the topic's groups hold.
+        return tuple(
+            {subscriber: None for subscriber in group if any(subscriber in g for g in routed)}
+            for group in ((self._unscoped, members) if members else (self._unscoped,))
+        )
+
+    def publish(self, item: object, *, audience: str | None = None) -> int:
         """Queue ``item`` for every subscriber it reaches; returns how many queued it.
 
         ``item`` is a :class:`Notification`, a mapping, or JSON bytes/str.
@@ -348,6 +403,9 @@ class Hub:
         is raised, and the refusal counted. The notification's frame is built
         once, here, and shared by every queue it reaches.
 
+        ``audience`` narrows it to the subscribers of that audience and those
+        of none (see the module's docstring); ``None`` (the default): everyone.
+
         ``on_ready`` callbacks run after every queue was filled; if one
         raises, the others still run and the first exception is re-raised.
         """
@@ -358,16 +416,21 @@ class Hub:
             return 0
         json = notification.to_bytes()
         payload = len(json) + 1
+        groups = (
+            self._route(notification)
+            if audience is None
+            else self._route_to(notification, audience)
+        )
         if payload > self._max_frame_size:
-            self._refuse(notification, payload)
+            self._refuse(groups, payload)
         frame = pack_frame_head(payload, NOTIFICATION_TAG) + json
         size = len(frame)
-        entry = (frame, notification)
+        entry = (frame, notification, audience)
         totals.published += 1
         reached = 0
         dropped = 0
         ready: list[Callable[[], None]] | None = None
-        for group in self._route(notification):
+        for group in groups:
             reached += len(group)
             for subscriber in group:
                 queue = subscriber._queue
@@ -395,13 +458,21 @@ class Hub:
             _call_all(ready)
         return reached - dropped
 
-    def _refuse(self, notification: Notification, payload: int) -> NoReturn:
-        """Count a notification too large for a frame, then raise."""
+    def _refuse(self, groups: tuple[_Group, ...], payload: int) -> NoReturn:
+        """Count a notification too large for a frame (``groups`` it reaches), then raise."""
         self._totals.refused += 1
-        for group in self._route(notification):
+        for group in groups:
             for subscriber in group:
                 subscriber._refused += 1
         raise NotificationTooLarge(payload, self._max_frame_size)
+
+
+def _check_audience(audience: object) -> None:
+    """Raise unless ``audience`` is a non-empty str (see :func:`~..wire.http.audience_of`)."""
+    if not isinstance(audience, str):
+        raise TypeError(f"an audience is a str or None, not {type(audience).__name__}")
+    if not audience:
+        raise ValueError("an audience must not be empty")
 
 
 def _call_all(callbacks: list[Callable[[], None]]) -> None:

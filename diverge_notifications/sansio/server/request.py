@@ -25,7 +25,7 @@ import h11
 
 from ..errors import AskError
 from ..wire.asks import Ask, decode_ask
-from ..wire.http import CONTINUE_RESPONSE, HEAD_END, target_path
+from ..wire.http import CONTINUE_RESPONSE, HEAD_END, audience_of, target_path
 
 __all__ = ["AskReader", "Refusal"]
 
@@ -76,13 +76,17 @@ class AskReader:
     arrived; it takes what it reads from the buffer's front and returns
     ``None`` until it has a verdict, then the verdict, once. Never raises
     for any bytes. :meth:`take_interim` gives the ``100 Continue`` to send,
-    if the request asked for one. ``token`` is checked by the caller.
+    if the request asked for one. ``tokens`` (none: no token is asked for)
+    are checked by the caller; with more than one, :attr:`audience` names the
+    one the request carried.
     """
 
     def __init__(
-        self, *, token: str | None, target: str, max_ask_size: int, max_head_size: int
+        self, *, tokens: tuple[str, ...], target: str, max_ask_size: int, max_head_size: int
     ) -> None:
-        self._token = None if token is None else token.encode("ascii")
+        self._tokens = tuple(token.encode("ascii") for token in tokens)
+        #: The audience of the token the request carried, when several are accepted.
+        self.audience: str | None = None
         self._max_ask_size = max_ask_size
         self._max_head_size = max_head_size
         self._ask_path = target
@@ -227,25 +231,36 @@ class AskReader:
                 content_length = int(value)  # h11 checked it is one decimal number
             elif name == b"expect" and value.lower() == b"100-continue":
                 expect_continue = True
-        if self._token is not None and not self._authorized(authorizations):
-            self._refuse(401, _REASON_UNAUTHORIZED, extra=(("WWW-Authenticate", "Bearer"),))
-            return
+        if self._tokens:
+            matched = self._authorized(authorizations)
+            if matched is None:
+                self._refuse(401, _REASON_UNAUTHORIZED, extra=(("WWW-Authenticate", "Bearer"),))
+                return
+            if len(self._tokens) > 1:
+                # With one token every path belongs to it: no audience to tell apart.
+                self.audience = audience_of(matched.decode("ascii"))
         if content_length is not None and content_length > self._max_ask_size:
             self._refuse(413, _REASON_TOO_LARGE.format(limit=self._max_ask_size))
             return
         if expect_continue:
             self._interim = CONTINUE_RESPONSE
 
-    def _authorized(self, authorizations: list[bytes]) -> bool:
-        assert self._token is not None
+    def _authorized(self, authorizations: list[bytes]) -> bytes | None:
+        """The accepted token the request carried, or ``None``."""
         if len(authorizations) != 1:
-            return False
+            return None
         scheme, _, credentials = authorizations[0].partition(b" ")
         if scheme.lower() != b"bearer":
-            return False
-        # Constant time in the token's content, so that timing does not
-        # reveal how much of a guess was right.
-        return hmac.compare_digest(credentials.strip(b" \t"), self._token)
+            return None
+        credentials = credentials.strip(b" \t")
+        # Constant time in the tokens' content, so that timing does not
+        # reveal how much of a guess was right: every token is compared,
+        # whichever matched.
+        matched: bytes | None = None
+        for token in self._tokens:
+            if hmac.compare_digest(credentials, token):
+                matched = token
+        return matched
 
     def _refuse(self, status: int, reason: str, *, extra: tuple[tuple[str, str], ...] = ()) -> None:
         self._reading = _Reading.OVER

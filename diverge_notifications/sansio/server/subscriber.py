@@ -27,9 +27,9 @@ DEFAULT_QUEUE_SIZE: Final = 1024
 #: subscription says otherwise (an empty queue takes one frame of any size).
 DEFAULT_QUEUE_BYTES: Final = 1024 * 1024
 
-#: One queued notification: its frame and the notification, shared by every
-#: queue it reaches.
-Entry = tuple[bytes, Notification]
+#: One queued notification: its frame, the notification and the audience it
+#: was published to (``None``: everyone), shared by every queue it reaches.
+Entry = tuple[bytes, Notification, str | None]
 
 
 class _Totals(Protocol):
@@ -69,6 +69,7 @@ class Subscriber:
     """
 
     __slots__ = (
+        "_audience",
         "_awaited",
         "_bytes",
         "_dropped",
@@ -91,8 +92,10 @@ class Subscriber:
         queue_size: int,
         on_ready: Callable[[], None] | None,
         queue_bytes: int = DEFAULT_QUEUE_BYTES,
+        audience: str | None = None,
     ) -> None:
         self._hub: _Owner | None = hub
+        self._audience = audience
         self._interest = interest
         self._queue_size = queue_size
         self._on_ready = on_ready
@@ -115,6 +118,11 @@ class Subscriber:
     def interest(self) -> Interest | None:
         """The filter, or ``None`` for everything."""
         return self._interest
+
+    @property
+    def audience(self) -> str | None:
+        """The audience it belongs to (see :meth:`~.hub.Hub.subscribe`), or ``None``: every one."""
+        return self._audience
 
     @property
     def queue_size(self) -> int:
@@ -171,6 +179,14 @@ class Subscriber:
     def take(self, max_items: int | None = None) -> list[Notification]:
         """Remove and return queued notifications, oldest first (at most ``max_items``)."""
         return [entry[1] for entry in self._take(max_items, None)]
+
+    def take_addressed(self, max_items: int | None = None) -> list[tuple[Notification, str | None]]:
+        """As :meth:`take`, each notification with the audience it was published to.
+
+        For a subscriber that passes notifications on (a broker's inlet), so
+        that their audiences go with them; ``None`` is published to everyone.
+        """
+        return [(entry[1], entry[2]) for entry in self._take(max_items, None)]
 
     def take_frames(
         self, max_items: int | None = None, max_bytes: int | None = None
@@ -307,5 +323,7 @@ class Subscriber:
             state = f"ended ({self._end_reason}), {len(self._queue)} queued"
         return (
             f"<Subscriber {state}, {self._sent} sent, {self._dropped} dropped, "
-            f"interest={self._interest!r}>"
+            f"interest={self._interest!r}"
+            + ("" if self._audience is None else f", audience={self._audience}")
+            + ">"
         )

@@ -92,12 +92,16 @@ class Ask:
     ``params`` is the params object (``None`` for "no params", and always
     ``None`` for :attr:`Exchange.NOTIFICATIONS`). A decoded ask keeps the
     payload bytes (``raw_params``, not compared) so that a relay can pass
-    them on unchanged.
+    them on unchanged. ``audience`` is not on the wire: a server that
+    accepts several tokens sets it to the audience of the token the ask
+    carried (:func:`~.http.audience_of`), so that what answers the ask knows
+    whose it is; ``None`` otherwise.
     """
 
     exchange: Exchange = attrs.field(converter=Exchange)
     params: dict[str, Any] | None = attrs.field(default=None, validator=_params_field_check)
     raw_params: bytes | None = attrs.field(default=None, eq=False, repr=False)
+    audience: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.exchange is Exchange.NOTIFICATIONS and self.params is not None:

@@ -10,6 +10,7 @@ them, so the two sides cannot drift apart.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Final
@@ -20,6 +21,7 @@ from .framing import KEEPALIVE_FRAME
 __all__ = [
     "ASK_CONTENT_TYPE",
     "ASK_PATH",
+    "AUDIENCE_LENGTH",
     "CONTINUE_RESPONSE",
     "DEFAULT_MAX_HEAD_SIZE",
     "HEAD_END",
@@ -29,8 +31,10 @@ __all__ = [
     "PHRASES",
     "ChannelIds",
     "answer_head",
+    "audience_of",
     "channel_from_location",
     "check_token",
+    "check_tokens",
     "chunk",
     "refusal_response",
     "target_path",
@@ -63,6 +67,51 @@ def check_token(token: str | None) -> None:
     """
     if token is not None and (not isinstance(token, str) or _TOKEN_RE.match(token) is None):
         raise ValueError("a token is one or more visible ASCII characters")
+
+
+# --- several tokens: audiences ---------------------------------------------------
+
+#: Hex digits of an audience: 64 bits of the token's SHA-256, enough to tell
+#: tokens apart in logs, far too few to find a token from (see ``docs/server.md``).
+AUDIENCE_LENGTH: Final = 16
+_AUDIENCE_DOMAIN: Final = b"diverge-notifications audience\x00"
+
+
+def audience_of(token: str) -> str:
+    """The audience of ``token``: a short digest that names it in logs, counts and the hub.
+
+    :data:`AUDIENCE_LENGTH` lowercase hex digits of the SHA-256 of the token
+    (with a fixed prefix, so that the digest is good for nothing else). The
+    token itself never appears where an audience does.
+    """
+    check_token(token)
+    digest = hashlib.sha256(_AUDIENCE_DOMAIN + token.encode("ascii")).hexdigest()
+    return digest[:AUDIENCE_LENGTH]
+
+
+def check_tokens(token: str | None, tokens: Iterable[str] | None) -> tuple[str, ...]:
+    """The tokens a server accepts, from its ``token=`` and ``tokens=`` options, checked.
+
+    ``token`` is the one-token form, ``tokens`` several (each one accepted;
+    a path belongs to the one it was asked with); give one of them, or
+    neither (``()``: no token is asked for). Every token must be usable
+    (:func:`check_token`); a token given twice counts once. A :class:`ValueError`
+    for both at once, for an empty ``tokens`` (``None`` means no token), and
+    for a lone ``str`` as ``tokens`` (its characters are not tokens).
+    """
+    if tokens is None:
+        check_token(token)
+        return () if token is None else (token,)
+    if token is not None:
+        raise ValueError("give token (one) or tokens (several), not both")
+    if isinstance(tokens, (str, bytes)):
+        raise ValueError("tokens is a list of tokens, not one str: use token= for one")
+    accepted = tuple(dict.fromkeys(tokens))
+    if not accepted:
+        raise ValueError("tokens is empty: give None (or leave it out) for no token")
+    for each in accepted:
+        check_token(each)
+    return accepted
 
 
 # --- channel ids ---------------------------------------------------------------
