@@ -172,6 +172,7 @@ class Bridge:
         policy: ProxyPolicy,
         random: Callable[[], float],
         on_event: Callable[[Event], None] | None = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.hub = hub
         self.spec = spec
@@ -179,6 +180,8 @@ class Bridge:
         self._policy = policy
         self._random = random
         self._on_event = on_event
+        # Told whenever the server becomes ready to forward to, or stops being.
+        self._on_change = on_change
         # LogLevel's wire names are exactly the SDK's LoggingLevel literals.
         self._level = cast(types.LoggingLevel, settings.log_level.wire)
         #: The connected client, or ``None`` between connections.
@@ -253,6 +256,7 @@ class Bridge:
                 logger.info("connecting to MCP server %r again in %.2f s", self.name, outcome.delay)
         except BridgeExhausted:
             self.gone = True
+            self._changed()
             raise
         finally:
             self.client = None
@@ -268,6 +272,11 @@ class Bridge:
             self.settled.set()
         logger.info("MCP server %r: connection ended: %s", self.name, reason)
         self._emit(McpDisconnected(reason=reason))
+        self._changed()
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
 
     async def _connect_once(self) -> str:
         """One connection (two when auto mode falls back); why it ended."""
@@ -330,6 +339,7 @@ class Bridge:
             self.client = client
             self.reason = None
             self.settled.set()
+            self._changed()
 
     def _transport(self, link: Link, relay: Callable[[bytes], None]) -> Transport:
         spec = self.spec

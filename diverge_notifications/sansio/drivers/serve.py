@@ -301,6 +301,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._answers_exchanges = settings.exchange_handler is not None
         self._queue_size = settings.queue_size
         self._queue_bytes = settings.queue_bytes
+        self._interest = settings.interest
         # Copied once: the path's every turn reads them.
         self._max_batch = settings.max_batch
         self._write_buffer = settings.write_buffer
@@ -526,7 +527,10 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         with self._lock:
             try:
                 self._subscriber = self._hub.subscribe(
-                    queue_size=self._queue_size, queue_bytes=self._queue_bytes, on_ready=self._wake
+                    self._interest,
+                    queue_size=self._queue_size,
+                    queue_bytes=self._queue_bytes,
+                    on_ready=self._wake,
                 )
             except HubSuspended as suspended:
                 self._suspended_reason = suspended.reason
