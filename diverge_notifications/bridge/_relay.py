@@ -212,9 +212,10 @@ class McpRelay:
                 return f"MCP server {spec.name!r} is not connected yet"
             if bridge.gone:
                 return f"MCP server {spec.name!r} is gone (given up): {bridge.reason}"
+            if bridge.client is None and bridge.reason is None:
+                return f"MCP server {spec.name!r} is not connected yet"
             if bridge.client is None:
-                why = bridge.reason or "not connected yet"
-                return f"MCP server {spec.name!r} is not connected: {why}"
+                return f"MCP server {spec.name!r} is not connected: {bridge.reason}"
         return None
 
     def _update_suspension(self) -> None:
