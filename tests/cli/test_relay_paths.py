@@ -285,3 +285,41 @@ def test_a_bad_filter_or_timeout_is_a_usage_error(args: list[str], message: str)
     result = run_cli(cli_command("serve", "--port", "0", *args))
     assert result.returncode == 2, result.stderr
     assert message.encode() in result.stderr
+
+
+# --- how long a forwarded call may take ------------------------------------------------------
+
+SLOW_SERVER: Final = textwrap.dedent(
+    """
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("slow")
+
+    @server.tool()
+    async def nap(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return "rested"
+
+    server.run()
+    """
+)
+
+
+def test_exchange_timeout_bounds_a_forwarded_call(tmp_path: Path) -> None:
+    pytest.importorskip("mcp", reason="the 'mcp' extra is not installed")
+    script = tmp_path / "slow_server.py"
+    script.write_text(SLOW_SERVER)
+    command = f"{sys.executable} {script}"
+    with ServeProcess("--mcp-stdio", command, "--exchange-timeout", "1", stdin=False) as serve:
+        subscribed(serve)
+        quick = run_cli(cli_command("ask", serve.url, "call-tool", NAP.format(0)), timeout=60)
+        slow = run_cli(cli_command("ask", serve.url, "call-tool", NAP.format(30)), timeout=60)
+    assert quick.returncode == 0, quick.stderr
+    assert b"rested" in quick.stdout
+    assert slow.returncode != 0 and b"rested" not in slow.stdout
+    # Answered an error when --exchange-timeout ran out, not after the handlers' default 30 s.
+    assert json.loads(slow.stderr)["message"] == "the exchange handler took longer than 1 s"
+
+
+NAP: Final = '{{"name": "nap", "arguments": {{"seconds": {}}}}}'
