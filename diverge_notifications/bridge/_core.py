@@ -160,7 +160,10 @@ class Bridge:
     until cancelled, connecting again after ``policy``'s backoff whenever
     the server goes away; with ``max_attempts`` on the policy it raises
     :class:`BridgeExhausted` in the end. While connected, :meth:`request`
-    forwards one request to the server. Create it inside the event loop.
+    forwards one request to the server. ``on_change`` is called whenever
+    the server becomes ready to forward to (connected and asked for
+    everything), stops being so, or is given up. Create it inside the
+    event loop.
     """
 
     def __init__(

@@ -64,9 +64,9 @@ def make_relay(args: argparse.Namespace, hub: Hub, served: Hub | None = None) ->
     ``served`` is the hub the server serves (``hub`` itself, unless ``hub``
     is a broker's inlet): it is suspended while a server is not connected.
     ``--resource`` (``--mcp-resource``) names the resources every server is
-    subscribed to, those of ``--mcp-config`` included unless the
-    configuration names its own; ``--log-level`` the level asked of them
-    (``none``: ``emergency``, the least there is to ask for).
+    subscribed to, those of ``--mcp-config`` included; ``--log-level`` the
+    level asked of them (``none``: ``emergency``, the least there is to ask
+    for).
 
     Raises :class:`UsageError` for a configuration or option that cannot be
     used and :class:`RelayFailed` for a command that is not found, before
