@@ -168,7 +168,8 @@ class McpRelay:
         self._on_event = on_event
         self._bridges: tuple[Bridge, ...] | None = None
         self._suspends = suspends
-        # The reason the served hub is suspended for, by this relay (``None``: not).
+        # The reason this relay holds the served hub suspended for (``None``: not held;
+        # ``""``: not looked at yet).
         self._held: str | None = ""
         self._update_suspension()
 

@@ -37,13 +37,7 @@ from ..sansio.server.hub import NotificationTooLarge, is_request
 from .cluster import redis_problem, replica_for
 from .output import say
 from .parser import LIST_CHANGED_KINDS, NO_LOG_LEVEL, resolve_token, serve_tls_context
-from .relay import (
-    MCP_MISSING_MESSAGE,
-    RelayFailed,
-    make_relay,
-    relay_stopped,
-    relay_wanted,
-)
+from .relay import MCP_MISSING_MESSAGE, RelayFailed, make_relay, relay_stopped, relay_wanted
 from .running import (
     EXIT_NO_CONNECTION,
     EXIT_OK,
@@ -91,7 +85,7 @@ def _is_response(text: bytes) -> bool:
     return isinstance(message, dict) and "id" in message and "method" not in message
 
 
-def serve_interest(args: argparse.Namespace) -> Interest | None:
+def _interest(args: argparse.Namespace) -> Interest | None:
     """What every path carries: ``--log-level``, ``--list-changed`` and ``--resource``.
 
     ``None`` (everything, the hub's fastest route) when none of them narrows anything.
@@ -259,7 +253,7 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
             max_connections=args.max_connections,
             backlog=args.backlog,
             on_report=on_report,
-            interest=serve_interest(args),
+            interest=_interest(args),
             # A forwarded call may take --exchange-timeout, not the handlers' default 30 s.
             exchange_timeout=args.exchange_timeout,
             **tls_options,
