@@ -150,7 +150,9 @@ def test_a_killed_mcp_server_errors_the_path_refuses_asks_and_is_heard_again(
 def test_a_server_given_up_errors_the_path_and_serve_exits_1(folder: Path) -> None:
     options = wrapped_server(folder)
     with (
-        ServeProcess(*options, "--mcp-max-attempts", "1", stdin=False) as serve,
+        ServeProcess(
+            *options, "--mcp-max-attempts", "1", "--log-level", "none", stdin=False
+        ) as serve,
         ListenProcess(serve.url, "--events") as listen,
         servers_killed(folder),
     ):
@@ -163,6 +165,11 @@ def test_a_server_given_up_errors_the_path_and_serve_exits_1(folder: Path) -> No
         assert "killed by signal 9" in errored["error"]["message"]
         assert serve.wait() == 1
         assert "StreamEnded" not in event_names(listen)
+    # --log-level none: the server is asked for the least there is, and no log message passes.
+    asked = [e["log_level"] for e in bridge_events(serve) if e["event"] == "McpSubscribed"]
+    assert asked == ["emergency"]
+    methods = {json.loads(line)["method"] for line in listen.notification_lines()}
+    assert "notifications/message" not in methods and "notifications/progress" in methods
     log = serve.stderr.text()
     assert "the MCP bridge failed: every MCP server is gone: example: " in log
     assert "exited with status 3" in log
