@@ -48,6 +48,7 @@ from ..sansio.drivers.reports import ServeReport
 from ..sansio.drivers.serve import ServingConnection
 from ..sansio.drivers.settings import ClientSettings, ServeSettings
 from ..sansio.server.counts import ServerStats
+from ..sansio.server.filters import Interest
 from ..sansio.server.hub import Hub, as_notification
 from ..sansio.wire.asks import Ask
 from ..sansio.wire.profiles import Profile
@@ -156,6 +157,8 @@ class ServeOptions(TypedDict, total=False):
     ssl: ssl.SSLContext | None
     #: Accept any of these tokens instead of one (each path belongs to the one it was asked with).
     tokens: Sequence[str] | None
+    #: What every path carries of the topics a filter narrows (``None``: everything).
+    interest: Interest | None
 
 
 def listen_driver(

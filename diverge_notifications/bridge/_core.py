@@ -161,7 +161,10 @@ class Bridge:
     until cancelled, connecting again after ``policy``'s backoff whenever
     the server goes away; with ``max_attempts`` on the policy it raises
     :class:`BridgeExhausted` in the end. While connected, :meth:`request`
-    forwards one request to the server. Create it inside the event loop.
+    forwards one request to the server. ``on_change`` is called whenever
+    the server becomes ready to forward to (connected and asked for
+    everything), stops being so, or is given up. Create it inside the
+    event loop.
     """
 
     def __init__(
@@ -173,6 +176,7 @@ class Bridge:
         policy: ProxyPolicy,
         random: Callable[[], float],
         on_event: Callable[[Event], None] | None = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.hub = hub
         self.spec = spec
@@ -180,6 +184,8 @@ class Bridge:
         self._policy = policy
         self._random = random
         self._on_event = on_event
+        # Told whenever the server becomes ready to forward to, or stops being.
+        self._on_change = on_change
         # LogLevel's wire names are exactly the SDK's LoggingLevel literals.
         self._level = cast(types.LoggingLevel, settings.log_level.wire)
         #: The connected client, or ``None`` between connections.
@@ -257,6 +263,7 @@ class Bridge:
                 logger.info("connecting to MCP server %r again in %.2f s", self.name, outcome.delay)
         except BridgeExhausted:
             self.gone = True
+            self._changed()
             raise
         finally:
             self.client = None
@@ -272,6 +279,11 @@ class Bridge:
             self.settled.set()
         logger.info("MCP server %r: connection ended: %s", self.name, reason)
         self._emit(McpDisconnected(reason=reason))
+        self._changed()
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
 
     async def _connect_once(self) -> str:
         """One connection (two when auto mode falls back); why it ended."""
@@ -334,6 +346,7 @@ class Bridge:
             self.client = client
             self.reason = None
             self.settled.set()
+            self._changed()
 
     def _transport(self, link: Link, relay: Callable[[bytes], None]) -> Transport:
         spec = self.spec

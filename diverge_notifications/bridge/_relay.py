@@ -19,6 +19,7 @@ import attrs
 from mcp.shared.uri_template import UriTemplate
 
 from ..sansio.client.policy import DEFAULT_BACKOFF, Backoff, ProxyPolicy
+from ..sansio.drivers.settings import DEFAULT_EXCHANGE_TIMEOUT
 from ..sansio.events import Event
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE
 from ..sansio.mcp.model import ErrorCode, ErrorData, LogLevel
@@ -31,9 +32,6 @@ from ._subscribe import MAX_PAGES
 __all__ = ["DEFAULT_EXCHANGE_TIMEOUT", "McpRelay", "RelayExhausted", "ServerStatus"]
 
 logger = logging.getLogger("diverge_notifications.bridge")
-
-#: Seconds a forwarded call or read may take.
-DEFAULT_EXCHANGE_TIMEOUT: Final = 300.0
 
 
 @attrs.frozen(kw_only=True)
@@ -61,11 +59,15 @@ _CACHE_KEY: Final = {_TOOLS: "tools", _RESOURCES: "resources", _TEMPLATES: "temp
 
 
 class RelayExhausted(ConnectionError):
-    """Every server's bridge gave up (``max_attempts``): nothing is left to relay."""
+    """Servers' bridges gave up (``max_attempts``): every one, or with ``every=False`` one.
 
-    def __init__(self, reasons: Mapping[str, str]) -> None:
+    ``reasons`` maps the name of each server given up to its last reason.
+    """
+
+    def __init__(self, reasons: Mapping[str, str], *, every: bool = True) -> None:
         detail = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
-        super().__init__(f"every MCP server is gone: {detail}")
+        what = "every MCP server is gone" if every else "an MCP server is gone"
+        super().__init__(f"{what}: {detail}")
         self.reasons = dict(reasons)
 
 
@@ -106,6 +108,15 @@ class McpRelay:
     ``on_event(name, event)`` gets each bridge's events with the server's
     name (see :func:`~._core.run_bridge`).
 
+    With ``suspends`` (the hub a server serves: ``hub`` itself, or the
+    served hub when ``hub`` is a broker's inlet), a server that is not
+    connected suspends it (:meth:`Hub.suspend`): from construction until
+    every server is connected and subscribed, and whenever one is lost,
+    its open paths end with an error naming the server and what happened,
+    and its notification asks are answered ``503`` with ``Retry-After``;
+    it is resumed when every server is back. A server given up for good
+    keeps it suspended. Without ``suspends`` the hub is never suspended.
+
     Raises :class:`ValueError` for no servers, two servers of one name or
     bad options, and :class:`FileNotFoundError` when a server's command is
     not found, before anything starts.
@@ -126,6 +137,7 @@ class McpRelay:
         ping_interval: float = DEFAULT_PING_INTERVAL,
         max_message_size: int = DEFAULT_MAX_LINE_SIZE,
         on_event: Callable[[str, Event], None] | None = None,
+        suspends: Hub | None = None,
     ) -> None:
         specs = tuple(servers)
         if not specs:
@@ -155,6 +167,11 @@ class McpRelay:
         self._exchange_timeout = exchange_timeout
         self._on_event = on_event
         self._bridges: tuple[Bridge, ...] | None = None
+        self._suspends = suspends
+        # The reason this relay holds the served hub suspended for (``None``: not held;
+        # ``""``: not looked at yet).
+        self._held: str | None = ""
+        self._update_suspension()
 
     # -- running ----------------------------------------------------------------
 
@@ -184,29 +201,73 @@ class McpRelay:
             policy=policy,
             random=self._random,
             on_event=emit,
+            on_change=self._update_suspension,
         )
 
-    async def run(self) -> None:
+    def not_connected(self) -> str | None:
+        """Why a server is not connected (the first such, named), or ``None`` when all are."""
+        made = {bridge.name: bridge for bridge in self._bridges or ()}
+        for spec in self.servers:
+            bridge = made.get(spec.name)
+            if bridge is None:
+                return f"MCP server {spec.name!r} is not connected yet"
+            if bridge.gone:
+                return f"MCP server {spec.name!r} is gone (given up): {bridge.reason}"
+            if bridge.client is None and bridge.reason is None:
+                return f"MCP server {spec.name!r} is not connected yet"
+            if bridge.client is None:
+                return f"MCP server {spec.name!r} is not connected: {bridge.reason}"
+        return None
+
+    def _update_suspension(self) -> None:
+        """Suspend the served hub while a server is not connected; resume it when all are."""
+        hub = self._suspends
+        if hub is None:
+            return
+        reason = self.not_connected()
+        if reason == self._held:
+            return
+        self._held = reason
+        if reason is None:
+            logger.info("every MCP server is connected: notification asks are served again")
+            hub.resume(holder=self)
+            return
+        try:
+            ended = hub.suspend(reason, holder=self)
+        except Exception:
+            logger.exception("a subscriber's wake-up failed while suspending the hub")
+            return
+        if ended:
+            logger.warning("%s: ended %d open paths", reason, ended)
+
+    async def run(self, *, stop_when_one_is_gone: bool = False) -> None:
         """Run every bridge until cancelled.
 
         A bridge whose policy gives up is gone, and the others go on; when
-        every one is gone this raises :class:`RelayExhausted`. (With the
-        default ``max_attempts=None`` no bridge ever gives up.)
+        every one is gone this raises :class:`RelayExhausted`. With
+        ``stop_when_one_is_gone`` the first server given up ends the run
+        (:class:`RelayExhausted` with ``every=False``): what ``serve`` does,
+        since its hub would never serve again. (With the default
+        ``max_attempts=None`` no bridge ever gives up.)
         """
         bridges = self._bridge_list()
+        self._update_suspension()
         reasons: dict[str, str] = {}
 
-        async def run_one(bridge: Bridge) -> None:
-            try:
-                await bridge.run()
-            except BridgeExhausted as error:
-                logger.error("MCP server %r is gone: %s", bridge.name, error)
-                reasons[bridge.name] = error.reason
-
         async with anyio.create_task_group() as tasks:
+
+            async def run_one(bridge: Bridge) -> None:
+                try:
+                    await bridge.run()
+                except BridgeExhausted as error:
+                    logger.error("MCP server %r is gone: %s", bridge.name, error)
+                    reasons[bridge.name] = error.reason
+                    if stop_when_one_is_gone:
+                        tasks.cancel_scope.cancel()
+
             for bridge in bridges:
                 tasks.start_soon(run_one, bridge)
-        raise RelayExhausted(reasons)
+        raise RelayExhausted(reasons, every=len(reasons) == len(bridges))
 
     def status(self) -> tuple[ServerStatus, ...]:
         """Each server's state, in the order given."""

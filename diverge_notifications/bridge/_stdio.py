@@ -12,6 +12,7 @@ exactly as ``stdio_client`` does.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -27,7 +28,7 @@ from mcp.shared.message import SessionMessage
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, PlainLineSplitter
 from ._link import Link
 
-__all__ = ["stdio_transport"]
+__all__ = ["describe_exit", "stdio_transport"]
 
 logger = logging.getLogger("diverge_notifications.bridge")
 
@@ -36,10 +37,47 @@ _EXIT_GRACE = 2.0
 #: Seconds between SIGTERM to the server's process group and SIGKILL.
 _KILL_GRACE = 2.0
 _POLL = 0.01
+#: Seconds a server whose output ended is given to exit, so that its status can be told.
+_STATUS_WAIT = 2.0
+#: Lines of the server's output that were not JSON-RPC kept to tell how it failed, and
+#: characters of each.
+_STRAY_LINES = 3
+_STRAY_CHARS = 160
 
 
 def _dropped(max_size: int) -> None:
     logger.warning("dropped a message longer than %d bytes from the MCP server", max_size)
+
+
+def _stray(line: bytes) -> str:
+    """A line the server wrote that was not JSON-RPC, short enough to quote in a reason."""
+    text = line.decode("utf-8", "replace")
+    if len(text) > _STRAY_CHARS:
+        text = text[:_STRAY_CHARS] + "..."
+    return repr(text)
+
+
+def describe_exit(returncode: int | None, stray: Sequence[bytes] = ()) -> str:
+    """How a server whose output ended failed: its status or signal, and its stray output.
+
+    ``returncode`` is the process's (negative: the signal that killed it;
+    ``None``: it has not exited); ``stray`` the first lines it wrote on its
+    standard output that were not JSON-RPC.
+    """
+    if returncode is None:
+        said = "the MCP server closed its output"
+    elif returncode < 0:
+        try:
+            name = f" ({signal.Signals(-returncode).name})"
+        except ValueError:
+            name = ""
+        said = f"the MCP server was killed by signal {-returncode}{name}"
+    else:
+        said = f"the MCP server exited with status {returncode}"
+    if stray:
+        lines = " | ".join(_stray(line) for line in stray)
+        said += f"; its first lines on standard output that were not JSON-RPC: {lines}"
+    return said
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -69,8 +107,10 @@ async def stdio_transport(
     """Start ``argv`` and speak MCP on its standard input and output.
 
     ``relay`` gets each line the server writes, as bytes, before the SDK
-    parses it. ``link`` is marked lost when the server's output ends or its
-    input breaks. The environment is the SDK's safe default plus ``env``;
+    parses it. ``link`` is marked lost when the server's output ends (with
+    how it exited, or the signal that killed it, and the first lines it
+    wrote that were not JSON-RPC: :func:`describe_exit`) or its input
+    breaks. The environment is the SDK's safe default plus ``env``;
     the server's standard error goes where this process's goes. On exit
     the server's input is closed, it gets a moment to exit, then its process
     group is terminated.
@@ -89,6 +129,9 @@ async def stdio_transport(
     stopping = False
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
 
+    # The first lines of output that were not JSON-RPC: what a failing server said.
+    stray: list[bytes] = []
+
     async def read_stdout() -> None:
         assert process.stdout is not None
         lines = PlainLineSplitter(max_line_size, on_drop=lambda: _dropped(max_line_size))
@@ -103,12 +146,23 @@ async def stdio_transport(
                         if not line.strip():
                             continue
                         relay(line)
-                        await read_send.send(_parse(line))
+                        parsed = _parse(line)
+                        if isinstance(parsed, Exception) and len(stray) < _STRAY_LINES:
+                            stray.append(line)
+                            logger.warning(
+                                "the MCP server wrote a line that is not JSON-RPC: %s", _stray(line)
+                            )
+                        await read_send.send(parsed)
+                # Told before the session hears of the end, so that the reason is this one.
+                if not stopping:
+                    await _exited(process, _STATUS_WAIT)
+                    if not stopping:
+                        link.mark_lost(describe_exit(process.returncode, stray))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:
             if not stopping:
-                link.mark_lost("the MCP server closed its output")
+                link.mark_lost(describe_exit(process.returncode, stray))
 
     async def write_stdin() -> None:
         assert process.stdin is not None

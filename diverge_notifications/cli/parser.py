@@ -22,7 +22,9 @@ from .running import EXIT_USAGE, PROG
 
 __all__ = [
     "ASK_KINDS",
+    "LIST_CHANGED_KINDS",
     "MAX_TOKEN_FILE_LINE",
+    "NO_LOG_LEVEL",
     "TOKEN_ENV",
     "TOKEN_SOURCES",
     "build_parser",
@@ -233,13 +235,6 @@ def _relay_options(serve: argparse.ArgumentParser) -> None:
         help="send with every request to every --mcp-url server (repeatable)",
     )
     relay.add_argument(
-        "--mcp-resource",
-        metavar="URI",
-        action="append",
-        help="subscribe to this resource of the --mcp-stdio/--mcp-url servers only "
-        "(repeatable; default: every listed resource)",
-    )
-    relay.add_argument(
         "--mcp-mode",
         metavar="auto|listen|legacy",
         help="how the --mcp-stdio/--mcp-url servers are asked for notifications (auto)",
@@ -248,8 +243,75 @@ def _relay_options(serve: argparse.ArgumentParser) -> None:
         "--mcp-max-attempts",
         type=_count,
         metavar="N",
-        help="give a server up after N failed connections in a row, and exit 1 once every "
+        help="give a server up after N failed connections in a row, and exit 1 once a "
         "server is given up (default: retry for ever)",
+    )
+    _exchange_timeout_option(relay)
+
+
+def _exchange_timeout_option(relay: Any) -> None:
+    from ..sansio.drivers.settings import DEFAULT_EXCHANGE_TIMEOUT
+
+    relay.add_argument(
+        "--exchange-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_EXCHANGE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"answer a forwarded call or read with an error after this long "
+        f"({DEFAULT_EXCHANGE_TIMEOUT:g})",
+    )
+
+
+#: ``serve --list-changed``'s kinds, and ``none``.
+LIST_CHANGED_KINDS: Final = ("tools", "prompts", "resources")
+#: ``serve --log-level none``: no log messages at all.
+NO_LOG_LEVEL: Final = "none"
+
+
+def _list_changed(text: str) -> frozenset[str]:
+    """``--list-changed``: a comma-separated list of kinds, or ``none``."""
+    kinds = [kind.strip() for kind in text.split(",")]
+    if kinds == [NO_LOG_LEVEL]:
+        return frozenset()
+    unknown = [kind for kind in kinds if kind not in LIST_CHANGED_KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"not a list of {', '.join(LIST_CHANGED_KINDS)} (or none): {text!r}"
+        )
+    return frozenset(kinds)
+
+
+def _filter_options(serve: argparse.ArgumentParser) -> None:
+    """What ``serve``'s paths carry of the topics a filter narrows (docs/cli.md)."""
+    carried = serve.add_argument_group(
+        "what paths carry",
+        "progress, cancellations, custom and other notifications always pass; "
+        "these narrow log messages, list changes and resource updates",
+    )
+    carried.add_argument(
+        "--log-level",
+        choices=[*(level.wire for level in LogLevel), NO_LOG_LEVEL],
+        default=LogLevel.DEBUG.wire,
+        metavar="LEVEL",
+        help="carry log messages of LEVEL and above, and ask the MCP servers for LEVEL "
+        "(debug ... emergency, or none; default debug)",
+    )
+    carried.add_argument(
+        "--list-changed",
+        type=_list_changed,
+        default=frozenset(LIST_CHANGED_KINDS),
+        metavar="KINDS",
+        help="carry these list_changed notifications: a comma-separated list of "
+        "tools, prompts, resources, or none (default: all)",
+    )
+    carried.add_argument(
+        "--resource",
+        "--mcp-resource",
+        dest="mcp_resource",
+        metavar="URI",
+        action="append",
+        help="carry resources/updated for this URI only, and subscribe the MCP servers "
+        "to it only (repeatable; default: every resource)",
     )
 
 
@@ -356,12 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     _keepalive_option(serve, "write a keep-alive frame after this much silence (15)")
     _serve_limits(serve)
     _relay_options(serve)
-    serve.add_argument(
-        "--log-level",
-        choices=[level.wire for level in LogLevel],
-        metavar="LEVEL",
-        help="log level to ask the relayed MCP server for (debug ... emergency; default debug)",
-    )
+    _filter_options(serve)
     _redis_options(serve)
 
     listen = commands.add_parser(

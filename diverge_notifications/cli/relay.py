@@ -4,10 +4,12 @@ With ``--mcp-config``, ``--mcp-stdio`` or ``--mcp-url``, ``serve`` runs an
 :class:`~diverge_notifications.bridge.McpRelay` into its hub and answers
 the exchanges of kinds 0-3 by forwarding them through it. A configuration
 or option that cannot be used is a usage error (status 2); a command that
-is not found, or, with ``--mcp-max-attempts``, every server gone, ends
+is not found, or, with ``--mcp-max-attempts``, a server given up, ends
 ``serve`` with status 1. A server that goes away is otherwise retried for
-ever and ``serve`` keeps serving. Nothing here imports ``mcp`` until a
-server is configured.
+ever and ``serve`` keeps serving; while any server is not connected the
+hub is suspended (open paths end with an error naming the server and what
+happened, notification asks are answered ``503``). Nothing here imports
+``mcp`` until a server is configured.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
+
 from ..sansio import Event, Hub
 from ..sansio.mcp.json import dumps
 from .output import event_record, say
+from .parser import NO_LOG_LEVEL
 from .running import PROG, UsageError
 
 if TYPE_CHECKING:
@@ -34,7 +39,7 @@ MCP_MISSING_MESSAGE: Final = (
 
 #: The options that describe the servers, and those that only qualify them.
 _SERVER_OPTIONS: Final = ("mcp_config", "mcp_stdio", "mcp_url")
-_QUALIFIERS: Final = ("mcp_env", "mcp_header", "mcp_resource", "mcp_mode", "mcp_max_attempts")
+_QUALIFIERS: Final = ("mcp_env", "mcp_header", "mcp_mode", "mcp_max_attempts")
 
 
 class RelayFailed(Exception):
@@ -53,8 +58,15 @@ def _report(name: str, event: Event) -> None:
     say(f"bridge: {dumps({**event_record(event), 'mcp_server': name}).decode('utf-8')}")
 
 
-def make_relay(args: argparse.Namespace, hub: Hub) -> McpRelay | None:
+def make_relay(args: argparse.Namespace, hub: Hub, served: Hub | None = None) -> McpRelay | None:
     """The relay of ``serve``'s ``--mcp-*`` options into ``hub``; ``None`` without them.
+
+    ``served`` is the hub the server serves (``hub`` itself, unless ``hub``
+    is a broker's inlet): it is suspended while a server is not connected.
+    ``--resource`` (``--mcp-resource``) names the resources every server is
+    subscribed to, those of ``--mcp-config`` included; ``--log-level`` the
+    level asked of them (``none``: ``emergency``, the least there is to ask
+    for).
 
     Raises :class:`UsageError` for a configuration or option that cannot be
     used and :class:`RelayFailed` for a command that is not found, before
@@ -71,14 +83,25 @@ def make_relay(args: argparse.Namespace, hub: Hub) -> McpRelay | None:
             urls=args.mcp_url or (),
             env=args.mcp_env or (),
             headers=args.mcp_header or (),
-            resources=args.mcp_resource or (),
+            resources=(args.mcp_resource or ()) if args.mcp_stdio or args.mcp_url else (),
             mode=args.mcp_mode,
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
-    options: dict[str, Any] = {"on_event": _report, "max_attempts": args.mcp_max_attempts}
-    if args.log_level is not None:
-        options["log_level"] = args.log_level
+    if args.mcp_resource:
+        chosen = tuple(args.mcp_resource)
+        specs = tuple(
+            spec if spec.resources is not None else attrs.evolve(spec, resources=chosen)
+            for spec in specs
+        )
+    options: dict[str, Any] = {
+        "on_event": _report,
+        "max_attempts": args.mcp_max_attempts,
+        "exchange_timeout": args.exchange_timeout,
+        "suspends": hub if served is None else served,
+        # MCP has no level that asks for nothing: the paths' filter drops the rest.
+        "log_level": "emergency" if args.log_level == NO_LOG_LEVEL else args.log_level,
+    }
     try:
         return McpRelay(hub, specs, **options)
     except FileNotFoundError as error:

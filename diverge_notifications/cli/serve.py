@@ -30,14 +30,15 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from ..sansio import FrameError, Hub, Notification
+from ..sansio import FrameError, Hub, Interest, LogLevel, Notification
 from ..sansio.drivers.reports import PathEndedReport, ServeReport, audience_note
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
+from ..sansio.mcp.json import parse
 from ..sansio.server.counts import ServerStats
-from ..sansio.server.hub import NotificationTooLarge
+from ..sansio.server.hub import NotificationTooLarge, is_request
 from .cluster import redis_problem, replica_for
 from .output import say
-from .parser import resolve_serve_tokens, serve_tls_context
+from .parser import LIST_CHANGED_KINDS, NO_LOG_LEVEL, resolve_serve_tokens, serve_tls_context
 from .relay import MCP_MISSING_MESSAGE, RelayFailed, make_relay, relay_stopped, relay_wanted
 from .running import (
     EXIT_NO_CONNECTION,
@@ -64,10 +65,46 @@ def _parse_line(number: int, line: bytes | None) -> Notification | None:
     if not text:
         return None  # blank lines separate nothing and say nothing
     try:
-        return Notification.from_bytes(text)
+        notification = Notification.from_bytes(text)
     except FrameError as error:
-        say(f"line {number}: {error.detail}, skipped")
+        if _is_response(text):
+            say(f'line {number}: a JSON-RPC response (it has an "id"), not a notification; skipped')
+        else:
+            say(f"line {number}: {error.detail}, skipped")
         return None
+    if is_request(notification):
+        say(f'line {number}: a JSON-RPC request (it has an "id"), not a notification; skipped')
+        return None
+    return notification
+
+
+def _is_response(text: bytes) -> bool:
+    """Whether a line that is not a notification is a JSON-RPC response (an ``"id"``, no method)."""
+    try:
+        message = parse(text)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and "id" in message and "method" not in message
+
+
+def _interest(args: argparse.Namespace) -> Interest | None:
+    """What every path carries: ``--log-level``, ``--list-changed`` and ``--resource``.
+
+    ``None`` (everything, the hub's fastest route) when none of them narrows anything.
+    """
+    kinds: frozenset[str] = args.list_changed
+    level = None if args.log_level == NO_LOG_LEVEL else LogLevel.from_wire(args.log_level)
+    every_kind = kinds == frozenset(LIST_CHANGED_KINDS)
+    if level is LogLevel.DEBUG and every_kind and not args.mcp_resource:
+        return None
+    return Interest(
+        resource_subscriptions=frozenset(args.mcp_resource or ()),
+        all_resources=not args.mcp_resource,
+        tools_list_changed="tools" in kinds,
+        prompts_list_changed="prompts" in kinds,
+        resources_list_changed="resources" in kinds,
+        log_level=level,
+    )
 
 
 #: Lines read from standard input in one read, with the bytes they hold.
@@ -201,7 +238,7 @@ async def _serve(
     # What the sources publish into: the hub, or with --redis the broker's inlet.
     source = hub if replica is None else replica.inlet
     # Made before anything listens: a server that cannot be relayed costs no port.
-    relay = make_relay(args, source)
+    relay = make_relay(args, source, hub)
 
     def on_report(report: ServeReport) -> None:
         _report_path_end(report)
@@ -220,6 +257,9 @@ async def _serve(
             max_connections=args.max_connections,
             backlog=args.backlog,
             on_report=on_report,
+            interest=_interest(args),
+            # A forwarded call may take --exchange-timeout, not the handlers' default 30 s.
+            exchange_timeout=args.exchange_timeout,
             **tls_options,
         )
     except OSError as error:
@@ -248,7 +288,7 @@ async def _serve(
             )
             feeding = asyncio.create_task(_publish_lines(publish, lines, budget))
         if relay is not None:
-            bridge = asyncio.create_task(relay.run())
+            bridge = asyncio.create_task(relay.run(stop_when_one_is_gone=True))
             bridge.add_done_callback(lambda _task: stop.set())
         with on_signals(stop.set):
             await stop.wait()

@@ -394,9 +394,10 @@ needs_mcp = pytest.mark.skipif(not _mcp_installed(), reason="the 'mcp' extra is 
 def test_serve_relays_an_mcp_server_over_stdio() -> None:
     example = f"{sys.executable} -m diverge_notifications.examples.mcp_server --interval 0.2"
     serve = ServeProcess("--mcp-stdio", example, "--log-level", "warning", stdin=False)
+    # Until the server is connected and subscribed, asks are answered 503.
+    subscribed = serve.stderr.wait_for_text('"event":"McpSubscribed"')
+    assert b'"log_level":"warning"' in subscribed
     with serve, ListenProcess(serve.url, "--once", "--events") as listen:
-        subscribed = serve.stderr.wait_for_text('"event":"McpSubscribed"')
-        assert b'"log_level":"warning"' in subscribed
         assert listen.stdout is not None
         listen.stdout.wait(lambda lines: any(b"/example/tick" in line for line in lines))
         assert serve.interrupt() == EXIT_OK

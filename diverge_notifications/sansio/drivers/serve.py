@@ -303,6 +303,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._answers_exchanges = settings.exchange_handler is not None
         self._queue_size = settings.queue_size
         self._queue_bytes = settings.queue_bytes
+        self._interest = settings.interest
         # Copied once: the path's every turn reads them.
         self._max_batch = settings.max_batch
         self._write_buffer = settings.write_buffer
@@ -528,6 +529,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         with self._lock:
             try:
                 self._subscriber = self._hub.subscribe(
+                    self._interest,
                     queue_size=self._queue_size,
                     queue_bytes=self._queue_bytes,
                     on_ready=self._wake,

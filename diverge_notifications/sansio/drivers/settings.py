@@ -19,6 +19,7 @@ import attrs
 
 from ..errors import check_positive, positive, positive_int
 from ..server.counts import ServingTotals
+from ..server.filters import Interest
 from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
 from ..wire.http import ChannelIds, check_token, check_tokens
 from ..wire.profiles import Profile
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_BACKLOG",
     "DEFAULT_CLOSE_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_EXCHANGE_TIMEOUT",
     "DEFAULT_HANDLER_TIMEOUT",
     "DEFAULT_KEEPALIVE_INTERVAL",
     "DEFAULT_LINGER",
@@ -69,10 +71,14 @@ DEFAULT_LINGER: Final = 2.0
 #: Bytes read (and discarded) after the ask; past that the server stops reading.
 DEFAULT_MAX_DISCARD: Final = 64 * 1024
 
+#: Seconds a relay gives a forwarded call or read (``serve --exchange-timeout``); ``serve``
+#: lets its exchange handler run as long when it relays MCP servers.
+DEFAULT_EXCHANGE_TIMEOUT: Final = 300.0
+
 #: Seconds a client waits for a TCP connection (and, over TLS, its handshake) to be made.
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 #: Seconds a proxy waits for an exchange's answer: longer than a relay gives a forwarded
-#: call (``bridge.DEFAULT_EXCHANGE_TIMEOUT``, 300 s), so that the relay's own timeout error
+#: call (:data:`DEFAULT_EXCHANGE_TIMEOUT`, 300 s), so that the relay's own timeout error
 #: is what arrives, not a silence.
 DEFAULT_ANSWER_TIMEOUT: Final = 330.0
 #: Notifications (events, with ``events=True``) a proxy keeps until its application reads
@@ -155,6 +161,10 @@ class ServeSettings(Generic[_Handler]):
     on_report: Callable[[ServeReport], None] | None = attrs.field(default=None, eq=False)
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
     totals: ServingTotals = attrs.field(init=False, factory=ServingTotals, eq=False, repr=False)
+    #: What every path subscribes to (``None``: everything); see :class:`Interest`.
+    interest: Interest | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Interest))
+    )
     tokens: tuple[str, ...] | None = attrs.field(default=None, converter=_tokens, repr=False)
     #: The tokens accepted, from ``token`` or ``tokens`` (empty: no token is asked for).
     accepted: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)

@@ -37,7 +37,8 @@ class HubCounts:
     subscribed: int
     #: Notifications :meth:`~.hub.Hub.publish` accepted (whether or not they reached anyone).
     published: int
-    #: Items :meth:`~.hub.Hub.publish` ignored because they were not notifications.
+    #: Items :meth:`~.hub.Hub.publish` ignored because they were not notifications
+    #: (JSON-RPC requests and responses, which carry an ``"id"``, included).
     ignored: int
     #: Notifications refused as too large (:class:`NotificationTooLarge`).
     refused: int

@@ -58,8 +58,9 @@ class Interest:
     """What a subscriber wants to hear of the topics a filter can narrow.
 
     ``resource_subscriptions``: the URIs whose ``resources/updated`` it
-    wants; the three ``*_list_changed`` flags; ``log_level``: the least
-    severe log message it wants (a :class:`LogLevel` or its wire name), or
+    wants (``all_resources``: every URI's, whatever that set holds); the
+    three ``*_list_changed`` flags; ``log_level``: the least severe log
+    message it wants (a :class:`LogLevel` or its wire name), or
     ``None`` for no log messages. Notifications of other methods are not
     narrowed by an interest (see the module's documentation).
     """
@@ -69,6 +70,7 @@ class Interest:
     tools_list_changed: bool = False
     prompts_list_changed: bool = False
     log_level: LogLevel | None = attrs.field(default=None, converter=_log_level)
+    all_resources: bool = False
 
     def wants(self, notification: Notification) -> bool:
         """True if a subscriber with this interest receives ``notification``.
@@ -80,6 +82,8 @@ class Interest:
         params = notification.params or {}
         if method == RESOURCE_UPDATED_METHOD:
             uri = params.get("uri")
+            if self.all_resources:
+                return True
             return isinstance(uri, str) and uri in self.resource_subscriptions
         flag = LIST_CHANGED_METHODS.get(method)
         if flag is not None:

@@ -30,7 +30,8 @@ notification's ``method``:
 =======================================  =============================================
 published method                         reaches a subscriber whose interest has
 =======================================  =============================================
-``notifications/resources/updated``      its ``params.uri`` in ``resource_subscriptions``
+``notifications/resources/updated``      its ``params.uri`` in ``resource_subscriptions``,
+                                         or ``all_resources``
 ``notifications/resources/list_changed`` ``resources_list_changed``
 ``notifications/tools/list_changed``     ``tools_list_changed``
 ``notifications/prompts/list_changed``   ``prompts_list_changed``
@@ -73,7 +74,7 @@ publishes from several threads serialises hub calls with its own lock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import NoReturn
 
 from ..errors import HubSuspended, NotificationTooLarge, check_positive_int
@@ -97,6 +98,7 @@ __all__ = [
     "NotificationTooLarge",
     "Subscriber",
     "as_notification",
+    "is_request",
 ]
 
 
@@ -109,20 +111,28 @@ def as_notification(item: object) -> Notification | None:
     """``item`` as a :class:`Notification`, or ``None`` if it is not one.
 
     Accepts a :class:`Notification`, a mapping, or JSON as ``bytes`` /
-    ``str``. Never raises for what it is given.
+    ``str``. A message with an ``"id"`` member is a JSON-RPC request (or
+    response), not a notification: ``None``. Never raises for what it is
+    given.
     """
-    if isinstance(item, Notification):
-        return item
+    notification: Notification | None = None
     try:
-        if isinstance(item, (bytes, bytearray, memoryview)):
-            return Notification.from_bytes(item)
-        if isinstance(item, str):
-            return Notification.from_json(item)
-        if isinstance(item, Mapping):
-            return Notification.from_json(item)
+        if isinstance(item, Notification):
+            notification = item
+        elif isinstance(item, (bytes, bytearray, memoryview)):
+            notification = Notification.from_bytes(item)
+        elif isinstance(item, (str, Mapping)):
+            notification = Notification.from_json(item)
     except (ValueError, TypeError, RecursionError):  # FrameError is a ValueError
         return None
-    return None
+    if notification is None or is_request(notification):
+        return None
+    return notification
+
+
+def is_request(notification: Notification) -> bool:
+    """True if ``notification`` has an ``"id"``: a JSON-RPC request, never relayed as one."""
+    return "id" in notification.members
 
 
 class Hub:
@@ -147,9 +157,12 @@ class Hub:
         self._totals = HubTotals()
         self._room_waiters: list[Callable[[], None]] = []
         self._suspended: str | None = None
+        # Who holds the hub suspended, and why (the newest last): suspended while any does.
+        self._holds: dict[Hashable, str] = {}
         self._all: _Group = {}  # every open subscriber
         self._everything: _Group = {}  # subscribers without an interest
         self._by_uri: dict[str, _Group] = {}
+        self._all_resources: _Group = {}  # subscribers with an interest in every URI
         self._list_changed: dict[str, _Group] = {method: {} for method in LIST_CHANGED_METHODS}
         self._by_level: list[_Group] = [{} for _ in LogLevel]
         self._unscoped: _Group = {}  # subscribers of no audience: they hear every one
@@ -180,7 +193,7 @@ class Hub:
         """The reason given to :meth:`suspend` while suspended, else ``None``."""
         return self._suspended
 
-    def suspend(self, reason: str) -> int:
+    def suspend(self, reason: str, *, holder: Hashable = None) -> int:
         """End every open subscriber with ``reason`` and refuse new ones until :meth:`resume`.
 
         Each open subscriber is closed as by ``close(reason=reason)``: what
@@ -190,17 +203,29 @@ class Hub:
         :meth:`subscribe` raises :class:`HubSuspended`. Suspending a
         suspended hub replaces the reason. Returns how many subscribers were
         ended.
+
+        Two sources that can each be lost (a broker, and the MCP servers of
+        a relay) suspend the hub each as its own ``holder``: it serves again
+        once every holder resumed it, and while suspended its reason is the
+        newest of those still held.
         """
         check_reason(reason)
+        self._holds.pop(holder, None)
+        self._holds[holder] = reason
         self._suspended = reason
         ended = list(self._all)
         wakes = [subscriber._end(reason) for subscriber in ended]
         _call_all([wake for wake in wakes if wake is not None])
         return len(ended)
 
-    def resume(self) -> None:
-        """Accept subscriptions again after :meth:`suspend` (harmless if not suspended)."""
-        self._suspended = None
+    def resume(self, *, holder: Hashable = None) -> None:
+        """Accept subscriptions again after :meth:`suspend` (harmless if not suspended).
+
+        Only ``holder``'s suspension ends: while another holder's stands,
+        the hub stays suspended with that one's reason.
+        """
+        self._holds.pop(holder, None)
+        self._suspended = next(reversed(self._holds.values()), None)
 
     def counts(self) -> HubCounts:
         """The hub's counts now (a snapshot; O(open subscribers) for ``queued``)."""
@@ -323,8 +348,11 @@ class Hub:
         """The index groups a subscriber with ``interest`` belongs to (URI groups created)."""
         if interest is None:
             return [self._everything]
-        by_uri = self._by_uri
-        groups = [by_uri.setdefault(uri, {}) for uri in interest.resource_subscriptions]
+        if interest.all_resources:
+            groups = [self._all_resources]  # in no URI's group: the groups never overlap
+        else:
+            by_uri = self._by_uri
+            groups = [by_uri.setdefault(uri, {}) for uri in interest.resource_subscriptions]
         for method, flag in LIST_CHANGED_METHODS.items():
             if getattr(interest, flag):
                 groups.append(self._list_changed[method])
@@ -337,7 +365,7 @@ class Hub:
         interest = subscriber.interest
         for group in self._groups_of(interest):
             group.pop(subscriber, None)
-        if interest is not None:
+        if interest is not None and not interest.all_resources:
             # Empty URI groups go, so the index does not grow with URIs
             # nobody is subscribed to any more.
             for uri in interest.resource_subscriptions:
@@ -363,6 +391,9 @@ class Hub:
             params = notification.params
             uri = params.get("uri") if params is not None else None
             group = self._by_uri.get(uri) if isinstance(uri, str) else None
+            every = self._all_resources
+            if every:
+                return (self._everything, every, group) if group else (self._everything, every)
             return (self._everything, group) if group else (self._everything,)
         list_group = self._list_changed.get(method)
         if list_group is not None:
@@ -394,8 +425,9 @@ class Hub:
 
         ``item`` is a :class:`Notification`, a mapping, or JSON bytes/str.
         Anything that is not a notification (another type, bad JSON, not an
-        object, no string ``method``) is ignored and 0 returned, so the hub
-        can share a bus with other traffic. A subscriber whose queue is full
+        object, no string ``method``, or an ``"id"``: a JSON-RPC request or
+        response) is ignored, counted in ``counts().ignored``, and 0
+        returned, so the hub can share a bus with other traffic. A subscriber whose queue is full
         does not get it; its :attr:`~Subscriber.dropped` count goes up.
 
         A notification whose message (tag byte and JSON) is larger than
