@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
 
@@ -24,8 +25,26 @@ EXIT_ERRORED: Final = 3
 #: ``listen --once`` ended with ``StreamBroken``.
 EXIT_BROKEN: Final = 4
 
-#: How the command line names itself in usage and error messages.
-PROG: Final = "python -m diverge_notifications"
+#: The console script ``pip`` installs (``[project.scripts]``), and how it names itself.
+SCRIPT: Final = "diverge-notifications"
+#: How ``python -m diverge_notifications`` names itself.
+MODULE_PROG: Final = "python -m diverge_notifications"
+
+
+def prog_name(argv0: str) -> str:
+    """The name the command line started as ``argv0`` gives itself: a script or ``python -m``.
+
+    The console script runs with its own path as ``sys.argv[0]``
+    (``.../bin/diverge-notifications``, ``diverge-notifications.exe``);
+    ``python -m`` with the path of ``__main__.py``, and a program that calls
+    :func:`~diverge_notifications.cli.main` itself with its own name.
+    """
+    stem = argv0.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".exe")
+    return SCRIPT if stem == SCRIPT else MODULE_PROG
+
+
+#: How the command line names itself in usage and error messages: as it was started.
+PROG: Final = prog_name(sys.argv[0] if sys.argv else "")
 
 
 class UsageError(Exception):
