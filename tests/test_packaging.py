@@ -105,4 +105,4 @@ def test_the_wheel_carries_the_license_and_the_metadata(tmp_path: Path) -> None:
     assert any(classifier.startswith("Development Status :: ") for classifier in classifiers)
     urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL") or [])
     assert set(urls) == {"Homepage", "Documentation", "Source", "Issues"}
-    assert b"diverge-notifications = diverge_notifications.cli:main" in scripts
+    assert b"diverge-notifications = diverge_notifications.__main__:main" in scripts

@@ -27,6 +27,7 @@ from .running import (
     EXIT_USAGE,
     PROG,
     UsageError,
+    interrupted,
 )
 
 __all__ = ["ask_of", "run_ask"]
@@ -99,4 +100,4 @@ def run_ask(args: argparse.Namespace) -> int:
         silence_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
-        return EXIT_NO_CONNECTION  # interrupted: no answer came
+        return interrupted()

@@ -52,6 +52,7 @@ from .running import (
     PROG,
     UsageError,
     aclose,
+    interrupted,
     on_signals,
 )
 from .terminal import visible
@@ -211,5 +212,5 @@ def run_listen(args: argparse.Namespace) -> int:
         # or there was none (``listen URL >&-``).
         silence_stdout()
         return EXIT_OK
-    except KeyboardInterrupt:  # pragma: no cover - a signal before the handlers were installed
-        return EXIT_OK
+    except KeyboardInterrupt:  # a signal before the handlers were installed
+        return interrupted()

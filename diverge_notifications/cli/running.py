@@ -2,7 +2,8 @@
 
 Exit statuses of ``listen --once``: 0 after ``StreamEnded`` or ``NotServed``,
 3 after ``StreamErrored``, 4 after ``StreamBroken``, 1 when no connection
-could be made; 2 for a usage error, for every command.
+could be made; 2 for a usage error, for every command; 0 for every command
+interrupted by Ctrl-C (:data:`EXIT_INTERRUPTED`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
 
@@ -24,6 +26,9 @@ EXIT_USAGE: Final = 2
 EXIT_ERRORED: Final = 3
 #: ``listen --once`` ended with ``StreamBroken``.
 EXIT_BROKEN: Final = 4
+#: Any command interrupted (Ctrl-C, SIGINT), at any moment, start-up included: a stop
+#: asked for, not a failure, as ``serve`` and ``listen`` end on SIGINT and SIGTERM.
+EXIT_INTERRUPTED: Final = EXIT_OK
 
 #: The console script ``pip`` installs (``[project.scripts]``), and how it names itself.
 SCRIPT: Final = "diverge-notifications"
@@ -58,6 +63,25 @@ def mcp_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def interrupted() -> int:
+    """:data:`EXIT_INTERRUPTED`, for a command stopping on Ctrl-C; from now on nothing more is said.
+
+    The ``KeyboardInterrupt`` of a Ctrl-C can land anywhere, in the middle
+    of making an event loop among others: what it cut short would complain
+    when it is collected at exit ("Exception ignored in ...", a coroutine
+    never awaited). The process is stopping because it was asked to, so
+    those complaints, noise that says nothing to whoever pressed Ctrl-C,
+    are silenced.
+    """
+    sys.unraisablehook = _say_nothing
+    warnings.simplefilter("ignore")
+    return EXIT_INTERRUPTED
+
+
+def _say_nothing(unraisable: Any) -> None:
+    """An unraisable exception after Ctrl-C: left unsaid (see :func:`interrupted`)."""
 
 
 @contextlib.contextmanager
