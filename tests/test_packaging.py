@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import diverge_notifications
+from diverge_notifications.cli.running import prog_name
 from tests.interop import HANG_GUARD, ROOT, cli_command, run_cli
 
 #: What the wheel is built from (``[tool.setuptools]`` finds the package; the rest is metadata).
@@ -51,6 +52,22 @@ def test_the_console_script_gives_the_version_and_names_itself() -> None:
     assert lines[-1].startswith("diverge-notifications listen: error: ")
     late = run_cli([str(SCRIPT), "listen", "ftp://127.0.0.1:1"])  # an error after parsing
     assert late.stderr.decode().startswith("diverge-notifications listen: error: malformed URL")
+
+
+@pytest.mark.parametrize(
+    ("argv0", "name"),
+    [
+        ("/srv/app/.venv/bin/diverge-notifications", "diverge-notifications"),
+        ("diverge-notifications", "diverge-notifications"),
+        ("C:\\app\\Scripts\\diverge-notifications.exe", "diverge-notifications"),
+        ("/srv/app/diverge_notifications/__main__.py", "python -m diverge_notifications"),
+        ("-m", "python -m diverge_notifications"),
+        ("/usr/bin/my-tool", "python -m diverge_notifications"),
+        ("", "python -m diverge_notifications"),
+    ],
+)
+def test_prog_name(argv0: str, name: str) -> None:
+    assert prog_name(argv0) == name
 
 
 def test_python_m_names_itself() -> None:
