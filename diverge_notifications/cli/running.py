@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
@@ -57,12 +58,40 @@ class UsageError(Exception):
 
 
 def mcp_available() -> bool:
-    """Whether the ``mcp`` extra is installed."""
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        return False
+    """Whether the ``mcp`` extra is installed; a Ctrl-C meanwhile waits for the import to end.
+
+    The import takes a noticeable part of a second, and a
+    ``KeyboardInterrupt`` raised in the middle of it breaks the Rust core of
+    pydantic, which then panics with errors of its own instead of stopping
+    quietly (see :func:`interrupts_held`).
+    """
+    with interrupts_held():
+        try:
+            import mcp  # noqa: F401
+        except ImportError:
+            return False
     return True
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold a Ctrl-C back while the block runs, and raise its ``KeyboardInterrupt`` after it.
+
+    Only in the main thread and over Python's own handler (before an event
+    loop has one of its own); elsewhere the block runs as it is.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if held:
+        raise KeyboardInterrupt
 
 
 def interrupted() -> int:
