@@ -1,7 +1,7 @@
 """The human view of ``listen`` and ``demo`` on a terminal.
 
 Progress notifications become live bars, one per progress token, redrawn in
-place at the bottom of the screen; log messages become lines whose level is
+place below the lines printed so far; log messages become lines whose level is
 coloured by severity; list changes, resource updates and everything else
 become short lines; connection events become dim status lines, except the
 troubles (a failed connection, a refusal, an error, an abrupt end), which
