@@ -13,7 +13,8 @@ server's notifications. See ``docs/cli.md``.
 
 Exit statuses of ``listen --once``: 0 after ``StreamEnded`` or ``NotServed``,
 3 after ``StreamErrored``, 4 after ``StreamBroken``, 1 when no connection
-could be made; 2 for a usage error, for every command.
+could be made; 2 for a usage error, for every command. Every command
+interrupted by Ctrl-C exits quietly with 0 (:data:`EXIT_INTERRUPTED`).
 
 One module per concern: :mod:`.parser` (the arguments), :mod:`.output`
 (event records, notification lines, the standard streams), :mod:`.running`
@@ -35,16 +36,19 @@ from .parser import build_parser, check_listen_url, check_token
 from .running import (
     EXIT_BROKEN,
     EXIT_ERRORED,
+    EXIT_INTERRUPTED,
     EXIT_NO_CONNECTION,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
+    interrupted,
 )
 from .serve import MCP_MISSING_MESSAGE, run_serve
 
 __all__ = [
     "EXIT_BROKEN",
     "EXIT_ERRORED",
+    "EXIT_INTERRUPTED",
     "EXIT_NO_CONNECTION",
     "EXIT_OK",
     "EXIT_REFUSED",
@@ -70,6 +74,14 @@ _RUNNERS: Mapping[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    args = build_parser().parse_args(argv)
-    return _RUNNERS[args.command](args)
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    Ctrl-C (SIGINT) at any moment ends any command quietly with
+    :data:`EXIT_INTERRUPTED`: while it parses, imports what it needs (the
+    ``mcp`` extra takes a noticeable part of a second) or runs.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+        return _RUNNERS[args.command](args)
+    except KeyboardInterrupt:
+        return interrupted()

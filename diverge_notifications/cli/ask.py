@@ -32,6 +32,7 @@ from .running import (
     EXIT_USAGE,
     PROG,
     UsageError,
+    interrupted,
     is_refusal,
 )
 
@@ -120,4 +121,4 @@ def run_ask(args: argparse.Namespace) -> int:
         silence_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
-        return EXIT_NO_CONNECTION  # interrupted: no answer came
+        return interrupted()

@@ -65,7 +65,7 @@ from ..sansio.events import TERMINAL_EVENTS
 from ..sansio.mcp.json import dumps
 from ..sansio.server.hub import as_notification
 from .output import event_record, say, silence_stdout, stdout_is_a_terminal
-from .running import EXIT_OK, EXIT_USAGE, aclose, mcp_available
+from .running import EXIT_OK, EXIT_USAGE, aclose, interrupted, mcp_available
 
 __all__ = [
     "DEMO_TIMEOUT",
@@ -152,7 +152,7 @@ def run_demo(*, human: bool, stream: IO[str] | None = None, mcp: bool = False) -
         say(f"demo: {failure}")
         return 1
     except KeyboardInterrupt:
-        return 130
+        return interrupted()
 
 
 async def _demo(output: DemoOutput, make_source: Callable[[WatchedHub], Source]) -> int:

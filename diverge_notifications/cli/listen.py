@@ -54,6 +54,7 @@ from .running import (
     PROG,
     UsageError,
     aclose,
+    interrupted,
     is_refusal,
     on_signals,
 )
@@ -229,5 +230,5 @@ def run_listen(args: argparse.Namespace) -> int:
         # or there was none (``listen URL >&-``).
         silence_stdout()
         return EXIT_OK
-    except KeyboardInterrupt:  # pragma: no cover - a signal before the handlers were installed
-        return EXIT_OK
+    except KeyboardInterrupt:  # a signal before the handlers were installed
+        return interrupted()

@@ -356,6 +356,19 @@ def _redis_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _version_option(parser: argparse.ArgumentParser) -> None:
+    """``--version``: the distribution's name and the package's ``__version__``, then exit 0."""
+    from .. import __version__
+    from .running import SCRIPT
+
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"{SCRIPT} {__version__}",
+        help="print the version and exit",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m diverge_notifications``."""
     parser = _Parser(
@@ -365,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
             "and ask the exchanges of kinds 0-3."
         ),
     )
+    _version_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 

@@ -46,6 +46,7 @@ from .running import (
     EXIT_USAGE,
     PROG,
     UsageError,
+    interrupted,
     mcp_available,
     on_signals,
 )
@@ -331,5 +332,5 @@ def run_serve(args: argparse.Namespace) -> int:
     except RelayFailed as error:
         say(f"{PROG} serve: {error}")
         return EXIT_NO_CONNECTION
-    except KeyboardInterrupt:  # pragma: no cover - a signal before the handlers were installed
-        return EXIT_OK
+    except KeyboardInterrupt:  # a signal before the handlers were installed
+        return interrupted()

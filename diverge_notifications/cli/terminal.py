@@ -1,7 +1,7 @@
 """The human view of ``listen`` and ``demo`` on a terminal.
 
 Progress notifications become live bars, one per progress token, redrawn in
-place at the bottom of the screen; log messages become lines whose level is
+place below the lines printed so far; log messages become lines whose level is
 coloured by severity; list changes, resource updates and everything else
 become short lines; connection events become dim status lines, except the
 troubles (a failed connection, a refusal, an error, an abrupt end), which
@@ -35,15 +35,21 @@ JSON lines of ``listen`` when piped (or ``--events``) are the exact record.
 On a terminal whose encoding is not UTF-8, every non-ASCII character is
 escaped the same way (astral ones as a surrogate pair, as JSON does).
 
-The live bars never take more rows than the screen has: the screen's size is
-read at every redraw, one row is left for the cursor, and when the bars do
-not fit the first ones (in the order their tokens appeared) are drawn and
-the rest summarised on one line, ``… and N more in progress``. A redraw moves
-the cursor up exactly the lines the last one drew. Lines are cut to the
-screen's width (counting wide characters as two columns) and drawn with the
-terminal's automatic wrap turned off, so that each takes one row even when a
-width is misjudged. At most ``max_bars`` tokens are tracked; updates for
-further tokens are counted on the summary line, not kept.
+The live bars take at most half the screen's rows (rounded down), so that
+as many rows above them keep showing the lines printed before (log
+messages, status lines), and the cursor's row below them stays on screen:
+the screen's size is read at every redraw, and when the bars do not fit the
+first ones (in the order their tokens appeared) are drawn and the rest
+summarised on one line, ``… and N more in progress``. A redraw rewrites only
+the view's own bottom lines: from the row below them it moves the cursor up
+one row at a time over exactly the lines the last redraw drew, erasing each
+line (``ESC [ 2 K``), then writes the new ones. It never erases the display
+(``ESC [ J``): a terminal such as tmux copies a screen erased from its top
+into the scrollback, which a redraw at every notification floods. Lines are
+cut to the screen's width (counting wide characters as two columns) and
+drawn with the terminal's automatic wrap turned off, so that each takes one
+row even when a width is misjudged. At most ``max_bars`` tokens are tracked;
+updates for further tokens are counted on the summary line, not kept.
 
 When a path ends (``StreamEnded``, ``StreamErrored``, ``StreamBroken``,
 ``NotServed``, ``ReaskNeeded``, and, should one be missed, the next
@@ -83,6 +89,7 @@ __all__ = [
     "HumanView",
     "color_wanted",
     "fit",
+    "live_rows",
     "speaks_unicode",
     "terminal_size",
     "visible",
@@ -95,6 +102,9 @@ _BOLD: Final = "1"
 # so that every line drawn takes exactly one row.
 _NO_WRAP: Final = "\x1b[?7l"
 _WRAP: Final = "\x1b[?7h"
+# Cursor up one row (stopping at the screen's top, never scrolling), then erase
+# that whole line: a live line taken back. Never erase-in-display (see above).
+_TAKE_BACK: Final = "\x1b[A\x1b[2K"
 
 #: The SGR style of each log level's label.
 LEVEL_STYLES: Final[Mapping[LogLevel, str]] = {
@@ -252,6 +262,15 @@ def terminal_size(stream: IO[str]) -> tuple[int, int]:
     return (columns or _FALLBACK_SIZE[0], rows or _FALLBACK_SIZE[1])
 
 
+def live_rows(rows: int) -> int:
+    """How many lines the live bars may take on a screen of ``rows`` rows: half, rounded down.
+
+    The other half keeps the lines printed before in view above the bars,
+    and holds the cursor's row below them.
+    """
+    return max(rows, 0) // 2
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -373,8 +392,9 @@ class HumanView:
 
     def _clear_live(self) -> None:
         if self._live and self._drawn:
-            # The cursor sits below the bars: go up over them and clear the rest.
-            self._stream.write(f"\x1b[{self._drawn}A\r\x1b[J")
+            # The cursor sits on the row below the bars: erase them one by one going up,
+            # and write the next lines from the first one's row.
+            self._stream.write(_TAKE_BACK * self._drawn + "\r")
             self._drawn = 0
 
     def _draw_live(self) -> None:
@@ -388,7 +408,7 @@ class HumanView:
     def _live_lines(self, *, final: bool) -> list[str]:
         """The bars that fit on screen, and the summary line of those that do not."""
         columns, rows = self._screen()
-        room = rows - 1  # the cursor's row, below the bars, must stay on screen
+        room = live_rows(rows)
         bars = list(self._bars.values())
         summarised = len(bars) > room or self._untracked > 0
         shown = bars[: max(room - 1, 0)] if summarised else bars

@@ -14,6 +14,11 @@ pool for the next command. A broker here makes each connection once, with
 * ``protocol=2``: RESP2, where a subscribed connection receives plain
   replies (redis-py 8 defaults to RESP3, whose maintenance notifications
   move and reconnect connections by themselves);
+* no maintenance notifications: the pool redis-py 8 makes from the URL
+  configures them for RESP3 and hands every connection their handler,
+  which RESP2 without hiredis refuses ("only supported with hiredis and
+  RESP3 parsers"), so the ``redis`` extra as installed (no hiredis) could
+  not connect; those options are removed from the connections' options;
 
 and, when one fails, drops it and makes new ones after its own backoff.
 """
@@ -82,6 +87,14 @@ _OWNED: Final = (
     "protocol",
     "socket_timeout",
     "socket_connect_timeout",
+    "maint_notifications_config",
+)
+#: The options redis-py 8's pool adds for RESP3 maintenance notifications, removed (the
+#: connections speak RESP2; see the module's docstring).
+_MAINTENANCE: Final = (
+    "maint_notifications_config",
+    "maint_notifications_pool_handler",
+    "oss_cluster_maint_notifications_handler",
 )
 #: TCP keep-alive for TCP connections: a peer gone without a word is found
 #: within about 45 s of silence, whatever redis-py's default is (it was the
@@ -134,6 +147,8 @@ def connection_factory(
         socket_timeout=socket_timeout,
         socket_connect_timeout=connect_timeout,
     )
+    for option in _MAINTENANCE:
+        kwargs.pop(option, None)
     if issubclass(pool.connection_class, tcp_class):
         kwargs.setdefault("socket_keepalive", True)
         if kwargs["socket_keepalive"]:

@@ -86,8 +86,9 @@ REORDERING = [
     chr(code) for code in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 ] + ["\u2028", "\u2029"]
 
-#: The view's own control sequences: colours, cursor up and erase, automatic wrap off and on.
-OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\d+A\r\x1b\[J|\x1b\[\?7[lh]")
+#: The view's own control sequences: colours, up and erase the line (live lines taken back),
+#: automatic wrap off and on.
+OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|(?:\x1b\[A\x1b\[2K)+\r|\x1b\[\?7[lh]")
 
 
 class _Stream(io.StringIO):
@@ -328,12 +329,15 @@ _PIECES = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|(\r)|(\n)|([^\x1b\r\n]+)|(\x1b
 class _Terminal:
     """The lines a terminal of ``rows`` rows keeps, scrollback included.
 
-    It follows what the view writes (text, CR, LF, cursor up, erase below,
+    It follows what the view writes (text, CR, LF, cursor up, erase line,
     colours and automatic wrap, which do not move anything) and records
     what would go wrong: a cursor up past the screen's top (the terminal
-    stops there, so lines above stay behind in the scrollback), a cursor up
-    by another number than the live lines last drawn, or output right after
-    live lines that does not first go back over them.
+    stops there, so lines above stay behind in the scrollback), going up by
+    another number of rows than the live lines last drawn before writing
+    again, output right after live lines that does not first go back over
+    them, and any erase in display (``ESC [ J``), which terminals such as
+    tmux copy into the scrollback. :attr:`ups` has the rows gone up before
+    each write.
     """
 
     def __init__(self, rows: int) -> None:
@@ -345,6 +349,7 @@ class _Terminal:
         self.faults: list[str] = []
         self._live: int | None = None  # lines of the last live block, until gone over
         self._block: int | None = None  # lines of the live block being drawn
+        self._climb = 0  # rows gone up since the last write
 
     def feed(self, text: str) -> None:
         for match in _PIECES.finditer(text):
@@ -370,24 +375,27 @@ class _Terminal:
                 self.column += len(plain)
 
     def _after_live(self, what: str) -> None:
-        if self._live:
+        if self._climb:
+            self.ups.append(self._climb)
+            if self._live != self._climb:
+                self.faults.append(f"up {self._climb} over {self._live} live lines")
+            self._live, self._climb = None, 0
+        elif self._live:
             self.faults.append(f"{what} below live lines that were not gone over")
             self._live = None
 
     def _control(self, params: str, final: str) -> None:
         if final == "A":
             count = int(params or "1")
-            self.ups.append(count)
-            if self._live != count:
-                self.faults.append(f"up {count} over {self._live} live lines")
-            self._live = None
+            self._climb += count
             top = max(0, len(self.lines) - self.rows)
             if self.row - count < top:
                 self.faults.append(f"up {count} past the top of a {self.rows}-row screen")
             self.row = max(self.row - count, top)
+        elif final == "K" and params == "2":
+            self.lines[self.row] = ""
         elif final == "J":
-            del self.lines[self.row + 1 :]
-            self.lines[self.row] = self.lines[self.row][: self.column]
+            self.faults.append("an erase in display")
         elif params == "?7" and final == "l":
             self._after_live("a live block")
             self._block = 0
@@ -421,21 +429,28 @@ def test_fifty_tokens_on_a_24_row_screen_do_not_flood_the_scrollback() -> None:
     for step in (1, 2, 3):
         for token in range(50):
             view.notification(_progress(f"tok-{token:02d}", step, message=f"step {step}"))
-            assert 0 < view.drawn <= 23  # one row stays for the cursor
+            assert 0 < view.drawn <= 12  # half the screen: the other half shows the log
             terminal.feed(stream.getvalue())
             stream.seek(0)
             stream.truncate()
+        view.notification(_message("notifications/message", level="info", data=f"log {step}"))
+        terminal.feed(stream.getvalue())
+        stream.seek(0)
+        stream.truncate()
+        screen = terminal.lines[-24:]
+        assert any(line.endswith(f"log {step}") for line in screen[:12])  # above the bars
     assert terminal.faults == []
-    assert max(terminal.ups) == 23
-    assert terminal.count(r"… and 28 more in progress") == 1  # 22 bars and the summary
-    assert terminal.count(r"tok-\d\d") == 22
+    assert max(terminal.ups) == 12
+    assert len(terminal.lines) < 24 + 10  # the log lines and nothing else went up
+    assert terminal.count(r"… and 39 more in progress") == 1  # 11 bars and the summary
+    assert terminal.count(r"tok-\d\d") == 11
     view.notification(_message("notifications/message", level="info", data="a log line"))
     view.close()
     terminal.feed(stream.getvalue())
     assert terminal.faults == []
     for token in range(50):
-        assert terminal.count(f"tok-{token:02d}") == (1 if token < 22 else 0)
-    assert terminal.count(r"… and 28 more unfinished") == 1
+        assert terminal.count(f"tok-{token:02d}") == (1 if token < 11 else 0)
+    assert terminal.count(r"… and 39 more unfinished") == 1
     assert terminal.count("a log line") == 1
     assert terminal.lines[-1] == ""
 
@@ -446,24 +461,26 @@ def test_the_screen_size_is_read_at_every_redraw() -> None:
     view = HumanView(stream, color=False, live=True, size=lambda: sizes[-1])
     for token in range(30):
         view.notification(_progress(token, 1))
-    assert view.drawn == 23
+    assert view.drawn == 12
     sizes.append((60, 10))
     stream.seek(0)
     stream.truncate()
     view.notification(_progress(0, 2))
-    assert view.drawn == 9
-    assert "… and 22 more in progress" in stream.getvalue()
+    assert view.drawn == 5
+    assert "… and 26 more in progress" in stream.getvalue()
     assert all(_cells(line) <= 59 for line in OWN_SEQUENCES.sub("", stream.getvalue()).split("\n"))
 
 
-@pytest.mark.parametrize(("rows", "bars", "drawn"), [(1, 1, 0), (2, 1, 1), (2, 5, 1), (3, 5, 2)])
+@pytest.mark.parametrize(
+    ("rows", "bars", "drawn"), [(1, 1, 0), (2, 1, 1), (2, 5, 1), (3, 5, 1), (5, 5, 2)]
+)
 def test_tiny_screens(rows: int, bars: int, drawn: int) -> None:
     stream = _Stream()
     view = HumanView(stream, color=False, live=True, width=40, height=rows)
     terminal = _Terminal(rows=rows)
     for token in range(bars):
         view.notification(_progress(token, 1))
-        assert view.drawn <= max(rows - 1, 0)
+        assert view.drawn <= rows // 2
     assert view.drawn == drawn
     view.close()
     terminal.feed(stream.getvalue())
@@ -670,7 +687,7 @@ def test_human_view_on_a_terminal() -> None:
     text = _run_human_listen(color=True)
     assert "build" in text and "█" in text  # the progress bar
     assert "1/4" in text and "2/4" in text and "100% 4/4" in text
-    assert "\x1b[1A" in text or "\x1b[2A" in text  # redrawn in place
+    assert "\x1b[A\x1b[2K\r" in text  # redrawn in place
     warning = f"\x1b[{LEVEL_STYLES[LogLevel.WARNING]}mwarning"
     error = f"\x1b[{LEVEL_STYLES[LogLevel.ERROR]}merror"
     assert warning in text and "warning text" in text
@@ -715,7 +732,7 @@ def _assert_nothing_raw(output: bytes, *, color: bool) -> str:
     assert "\x1b[2J" not in text and "\x1b]" not in text and "]0;pwned\x07" not in text
     assert "\x07" not in text and "\x9b" not in text
     assert not any(0x80 <= ord(char) <= 0x9F for char in text)
-    own = OWN_SEQUENCES if color else re.compile(r"\x1b\[\d+A\r\x1b\[J|\x1b\[\?7[lh]")
+    own = OWN_SEQUENCES if color else re.compile(r"(?:\x1b\[A\x1b\[2K)+\r|\x1b\[\?7[lh]")
     rest = own.sub("", text)
     assert "\x1b" not in rest, rest  # every ESC that arrived is one of the view's own
     assert not [char for char in rest if ord(char) in ESCAPED and char not in "\r\n"], rest
@@ -768,7 +785,7 @@ def test_fifty_tokens_on_a_twelve_row_window() -> None:
     terminal = _Terminal(rows=rows)
     terminal.feed(output)
     assert terminal.faults == []
-    assert max(terminal.ups) <= rows - 1
+    assert max(terminal.ups) <= rows // 2
     for token in range(50):
         # Finished ones once, the rest at most once (what was on screen at the end).
         assert terminal.count(f"tok-{token:02d} ") <= 1, token

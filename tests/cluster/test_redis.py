@@ -366,6 +366,7 @@ def test_options_that_would_bring_reconnects_back_are_refused(redis_broker: Any)
         "protocol",
         "socket_timeout",
         "socket_connect_timeout",
+        "maint_notifications_config",
     ):
         with pytest.raises(ValueError, match=option):
             redis_broker(Hub(), "redis://127.0.0.1:1", redis_options={option: None})
