@@ -47,6 +47,7 @@ from ._common import (
     READ_SIZE,
     AsyncServerBase,
     ServerBase,
+    WriteProgress,
     accepted,
     describe_error,
     handler_timed_out,
@@ -302,6 +303,7 @@ class _Connection:
         serving = self.serving
         stream = self._stream
         settings = self._server._settings
+        progress = WriteProgress(_socket(stream), settings.stall_timeout)
         while True:
             # A fresh event before the next action: whatever is published
             # from here on sets it, and whatever came before is taken now.
@@ -309,7 +311,7 @@ class _Connection:
             action = serving.next_action(trio.current_time())
             if type(action) is actions.Write:
                 try:
-                    if not await sent(stream, action.data, settings.stall_timeout):
+                    if not await sent(stream, action.data, progress):
                         serving.write_stalled(trio.current_time())
                 except STREAM_ERRORS:
                     serving.connection_lost()
@@ -392,17 +394,35 @@ async def secure_accepted(stream: trio.abc.Stream, server: ServerBase) -> trio.a
     return None
 
 
-async def sent(stream: trio.abc.Stream, data: bytes, stall_timeout: float) -> bool:
-    """Send ``data``; False if the peer took none of a piece of it for ``stall_timeout`` seconds.
+async def sent(stream: trio.abc.Stream, data: bytes, progress: WriteProgress) -> bool:
+    """Send ``data``; False if the peer took no byte for ``stall_timeout`` seconds.
 
-    Progress is seen a piece (``_PIECE`` bytes) at a time.
+    On a plain socket, ``progress`` says whether the peer took any
+    (:class:`WriteProgress`), looked at each time a ``send()`` finds no room
+    for ``progress.step`` seconds: trio's socket ``send()`` sends nothing
+    when it is cancelled, so the send is simply made again. Inside TLS
+    (whose ``send_all()`` cannot be taken up again once cancelled),
+    progress is seen a piece (``_PIECE`` bytes) at a time.
     """
     view = memoryview(data)
-    for start in range(0, len(view), _PIECE):
-        with trio.move_on_after(stall_timeout):
-            await stream.send_all(view[start : start + _PIECE])
+    if type(stream) is not trio.SocketStream:
+        for start in range(0, len(view), _PIECE):
+            with trio.move_on_after(progress.stall_timeout):
+                await stream.send_all(view[start : start + _PIECE])
+                continue
+            return False
+        return True
+    sock = stream.socket
+    handed = 0
+    progress.waiting(trio.current_time(), handed)
+    while view:
+        with trio.move_on_after(progress.step):
+            count = await sock.send(view)
+            view = view[count:]
+            handed += count
             continue
-        return False
+        if progress.stalled(trio.current_time(), handed):
+            return False
     return True
 
 
