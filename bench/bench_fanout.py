@@ -234,7 +234,7 @@ class Listeners:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.child.kind}: {pending} listeners missing notifications")
             for key, _ in selector.select(1.0):
-                sock = key.fileobj
+                sock = key.fileobj  # type: ignore[assignment]
                 assert isinstance(sock, socket.socket)
                 data = _drain(sock)
                 now = time.monotonic()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..sansio.drivers import actions
@@ -75,7 +75,7 @@ __all__ = [
 
 # --- listen ---------------------------------------------------------------------------
 
-#: A listener stops reading (and so slows its server down) past twice this many unread bytes.
+#: A listener stops reading (and so slows its server down) past this many unread bytes.
 _LIMIT = 2 * READ_SIZE
 
 
@@ -96,8 +96,7 @@ async def _listen(
     driver: ClientDriver, tls: ssl.SSLContext | None
 ) -> AsyncGenerator[Notification | Event, None]:
     loop = asyncio.get_running_loop()
-    reader: asyncio.StreamReader | None = None
-    writer: asyncio.StreamWriter | None = None
+    received: Received | None = None
     try:
         while True:
             action = driver.next_action(loop.time())
@@ -105,17 +104,19 @@ async def _listen(
                 for item in action.items:
                     yield item
             elif type(action) is actions.Receive:
-                assert reader is not None
-                await asyncio_receive(driver, reader, action.timeout, loop.time)
+                assert received is not None
+                await received.receive(driver, action.timeout)
             elif type(action) is actions.Send:
-                assert writer is not None
+                assert received is not None
                 # A write never blocks here; a failure shows up on the next read.
-                writer.write(action.data)
+                received.transport.write(action.data)
             elif type(action) is actions.Connect:
                 # Over TLS, the certificate is verified for action.host, the URL's.
-                opening = asyncio.open_connection(action.host, action.port, limit=_LIMIT, ssl=tls)
+                opening = loop.create_connection(
+                    lambda: Received(loop), action.host, action.port, ssl=tls
+                )
                 try:
-                    reader, writer = await within(opening, action.timeout)
+                    _, received = await within(opening, action.timeout)
                 except (OSError, asyncio.TimeoutError) as error:
                     driver.connect_failed(loop.time(), describe_error(error))
                 else:
@@ -125,14 +126,14 @@ async def _listen(
             elif type(action) is actions.Disconnect:
                 # abort(), not close(): nothing is left to send, and an unread
                 # path must not keep the socket around.
-                if writer is not None:
-                    writer.transport.abort()
-                reader = writer = None
+                if received is not None:
+                    received.transport.abort()
+                received = None
             else:  # Stop
                 return
     finally:
-        if writer is not None:
-            writer.transport.abort()
+        if received is not None:
+            received.transport.abort()
 
 
 # --- serve ----------------------------------------------------------------------------
@@ -453,23 +454,106 @@ async def _within_by_wait(awaitable: Awaitable[_T], timeout: float) -> _T:
     return task.result()
 
 
-async def asyncio_receive(
-    driver: ClientDriver, reader: asyncio.StreamReader, timeout: float, clock: Callable[[], float]
-) -> None:
-    """The asyncio listener's ``Receive``: one read of ``reader``, reported to ``driver``."""
-    try:
-        if _asyncio_timeout is None:  # pragma: no cover - Python 3.10
-            data = await within(reader.read(READ_SIZE), timeout)
-        else:  # inline: the listener's hot path, one coroutine fewer per read
-            async with _asyncio_timeout(timeout):
-                data = await reader.read(READ_SIZE)
-    except (OSError, asyncio.TimeoutError) as error:
-        if isinstance(error, asyncio.TimeoutError) and not getattr(error, "errno", 0):
-            driver.timed_out(clock())  # the deadline's timeout, not the socket's
+class Received(asyncio.Protocol):
+    """The listener's connection: what arrived, taken whole by the next ``Receive``.
+
+    In place of a ``StreamReader``, whose copies (into its buffer, out of
+    it) and pause/resume made most of what the listener paid above
+    ``json.loads`` at 8 KB and 64 KB notifications (``bench/bench_floor.py``,
+    section 2, issue 26): here what the transport read is handed on as it
+    is (one read: no copy; several: one join). Reading pauses past
+    ``_LIMIT`` bytes not taken. The deadline of a ``Receive`` is one timer
+    per listener, moved on only when it fires, rather than one made and
+    cancelled per read.
+    """
+
+    #: Set once connected (``connection_made``).
+    transport: asyncio.Transport
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._paused = False
+        self._ended = False
+        self._error: Exception | None = None
+        self._waiter: asyncio.Future[bool] | None = None
+        self._deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- the transport's calls ----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._size += len(data)
+        if self._size > _LIMIT and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake(True)
+
+    def eof_received(self) -> None:
+        self._ended = True
+        self._wake(True)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended = True
+        self._error = exc
+        self._wake(True)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _wake(self, arrived: bool) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(arrived)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self._waiter is None:
+            return  # nobody waits: the next receive() sets a timer again
+        if self._loop.time() >= self._deadline:
+            self._wake(False)
         else:
-            driver.connection_lost(clock(), describe_error(error))
-    else:
-        driver.data_received(clock(), data)
+            self._timer = self._loop.call_at(self._deadline, self._check_deadline)
+
+    # -- the listener's -----------------------------------------------------------------
+
+    async def receive(self, driver: ClientDriver, timeout: float) -> None:
+        """``Receive``: what arrived, reported to ``driver``, waiting ``timeout`` at most."""
+        loop = self._loop
+        if not self._chunks and not self._ended:
+            self._deadline = deadline = loop.time() + timeout
+            timer = self._timer
+            if timer is None or timer.when() > deadline:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = loop.call_at(deadline, self._check_deadline)
+            self._waiter = waiter = loop.create_future()
+            try:
+                arrived = await waiter
+            finally:
+                self._waiter = None
+            if not arrived:
+                driver.timed_out(loop.time())
+                return
+        chunks = self._chunks
+        if chunks:
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunks.clear()
+            self._size = 0
+            if self._paused:
+                self._paused = False
+                self.transport.resume_reading()
+            driver.data_received(loop.time(), data)
+        elif self._error is not None:
+            driver.connection_lost(loop.time(), describe_error(self._error))
+        else:
+            driver.data_received(loop.time(), b"")
 
 
 async def answer_within(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from functools import partial
 from typing import Final
 
 from diverge_notifications.adapters import parse_url
@@ -65,6 +66,10 @@ class SlowReader:
             self.sock.close()
 
 
+def paths_open(served: Served) -> bool:
+    return served.stats().open_paths == 1
+
+
 def feed_until(served: Served, stop: threading.Event) -> None:
     """Publish 8 KB notifications with ``wait=True``, as fast as the server takes them."""
     index = 0
@@ -86,7 +91,7 @@ def test_a_slow_steady_reader_is_never_cut_off_on_any_server(
     try:
         readers = {name: SlowReader(served.url) for name, served in servers.items()}
         for served in servers.values():
-            wait_until(lambda served=served: served.stats().open_paths == 1, "the path to open")
+            wait_until(partial(paths_open, served), "the path to open")
         feeders = [
             threading.Thread(target=feed_until, args=(served, stop), daemon=True)
             for served in servers.values()
