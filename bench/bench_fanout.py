@@ -50,6 +50,7 @@ import time
 from typing import Any
 
 SIZES = (10, 100, 500, 3000)
+SERVERS = ("project", "starlette", "trio", "blocking")
 PUBLISHES = 100
 ROUNDS = 5
 #: Listeners whose reads are parsed for the latency (the others only count).
@@ -112,6 +113,59 @@ async def _serve_project() -> None:
     async with serve(hub, max_connections=None, backlog=4096) as server:
         print(server.port, flush=True)
         await _child_loop(server.publish, lambda: server.stats().open_paths)
+
+
+def _answer(command: bytes, args: list[bytes], connections: Any) -> str:
+    if command == b"cpu":
+        return f"{time.process_time()!r}"
+    if command == b"rss":
+        gc.collect()
+        return str(_rss())
+    return str(connections())
+
+
+def _serve_blocking() -> None:
+    from diverge_notifications.adapters.blocking import serve
+    from diverge_notifications.sansio import Hub
+
+    hub = Hub(queue_size=4 * PUBLISHES)
+    with serve(hub, max_connections=None, backlog=4096) as server:
+        print(server.port, flush=True)
+        while line := sys.stdin.buffer.readline():
+            command, *args = line.split()
+            if command == b"publish":
+                for index in range(int(args[0])):
+                    server.publish(_notification(index))
+                answer = "ok"
+            else:
+                answer = _answer(command, args, lambda: server.stats().open_paths)
+            print(answer, flush=True)
+
+
+def _serve_trio() -> None:
+    import trio
+
+    from diverge_notifications.adapters.trio import serve
+    from diverge_notifications.sansio import Hub
+
+    async def main() -> None:
+        hub = Hub(queue_size=4 * PUBLISHES)
+        async with serve(hub, max_connections=None, backlog=4096) as server:
+            print(server.port, flush=True)
+            while line := await trio.to_thread.run_sync(sys.stdin.buffer.readline):
+                command, *args = line.split()
+                if command == b"publish":
+                    for index in range(int(args[0])):
+                        server.publish(_notification(index))
+                        if index % 16 == 15:
+                            await trio.sleep(0)
+                    answer = "ok"
+                else:
+                    answer = _answer(command, args, lambda: server.stats().open_paths)
+                print(answer, flush=True)
+            await server.close()
+
+    trio.run(main)
 
 
 async def _serve_starlette() -> None:
@@ -187,7 +241,7 @@ class Child:
 
 
 def _ask_bytes(kind: str, port: int) -> bytes:
-    if kind == "project":
+    if kind != "starlette":
         from diverge_notifications.sansio import ProxyConnection
 
         return ProxyConnection(f"127.0.0.1:{port}").data_to_send()
@@ -277,8 +331,8 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
-def measure(n: int, rounds: int) -> dict[str, dict[str, Any]]:
-    children = {kind: Child(kind) for kind in ("project", "starlette")}
+def measure(n: int, rounds: int, kinds: list[str]) -> dict[str, dict[str, Any]]:
+    children = {kind: Child(kind) for kind in kinds}
     results: dict[str, dict[str, Any]] = {}
     try:
         groups = {}
@@ -305,7 +359,12 @@ def measure(n: int, rounds: int) -> dict[str, dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--serve", choices=("project", "starlette"))
+    parser.add_argument("--serve", choices=SERVERS)
+    parser.add_argument(
+        "--servers",
+        default="project,starlette",
+        help="which to compare: project (asyncio), starlette, trio, blocking (the project's)",
+    )
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     options = parser.parse_args()
@@ -315,6 +374,13 @@ def main() -> None:
     if options.serve == "starlette":
         asyncio.run(_serve_starlette())
         return
+    if options.serve == "trio":
+        _serve_trio()
+        return
+    if options.serve == "blocking":
+        _serve_blocking()
+        return
+    kinds = options.servers.split(",")
     import diverge_notifications
 
     print(f"measuring {os.path.dirname(diverge_notifications.__file__)}")
@@ -324,7 +390,7 @@ def main() -> None:
     )
     base: float | None = None
     for n in (int(size) for size in options.sizes.split(",")):
-        results = measure(n, options.rounds)
+        results = measure(n, options.rounds, kinds)
         for kind, result in results.items():
             cpus = result["cpu"]
             best = min(range(len(cpus)), key=cpus.__getitem__)
@@ -336,19 +402,19 @@ def main() -> None:
                 f" {_percentile(lat, 0.5) * 1e3:>6.1f}ms {_percentile(lat, 0.99) * 1e3:>6.1f}ms"
                 f" {result['mem'] / 1024:>7.1f}KB"
             )
-        project, starlette = min(results["project"]["cpu"]), min(results["starlette"]["cpu"])
-        # Same-round ratios: each round's project over the same round's starlette.
-        paired = [
-            p / s
-            for p, s in zip(results["project"]["cpu"], results["starlette"]["cpu"], strict=True)
-        ]
+        project = min(results["project"]["cpu"])
         if base is None:
             base = project
-        print(
-            f"{n:>5} ratio project/starlette: best {project / starlette:.2f}x"
-            f" (per round {min(paired):.2f}-{max(paired):.2f}x);"
-            f" project growth from N={options.sizes.split(',')[0]}: {project / base:.2f}x"
-        )
+        print(f"{n:>5} project growth from N={options.sizes.split(',')[0]}: {project / base:.2f}x")
+        for kind in kinds[1:]:
+            # Same-round ratios: each round's project over the same round's other server.
+            paired = [
+                p / o for p, o in zip(results["project"]["cpu"], results[kind]["cpu"], strict=True)
+            ]
+            print(
+                f"{n:>5} ratio project/{kind}: best {project / min(results[kind]['cpu']):.2f}x"
+                f" (per round {min(paired):.2f}-{max(paired):.2f}x)"
+            )
 
 
 if __name__ == "__main__":
