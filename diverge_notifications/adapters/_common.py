@@ -335,9 +335,15 @@ class WriteProgress:
         self._since = 0.0
 
     def waiting(self, now: float, handed: int) -> None:
-        """Output starts to wait at ``now``, ``handed`` bytes having gone to the socket so far."""
+        """Output starts to wait at ``now``, ``handed`` bytes having gone to the socket so far.
+
+        No system call: this is on every write of the trio and blocking
+        servers. The kernel's count is first asked by :meth:`stalled`, at
+        least ``step`` seconds later and at most a quarter of
+        ``stall_timeout`` before any verdict.
+        """
         self._handed = handed
-        self._unsent = kernel_unsent(self._sock)
+        self._unsent = -1  # not asked yet
         self._since = now
 
     def stalled(self, now: float, handed: int) -> bool:
