@@ -50,6 +50,7 @@ from ._common import (
     listen_driver,
     reset_on_close,
     run_exchange_handler,
+    sweep_period,
 )
 from ._proxy import AsyncProxy
 from .tls import asyncio_server_options
@@ -185,22 +186,14 @@ class Server(AsyncServerBase):
         name = self._server.sockets[0].getsockname()
         self.host = str(name[0])
         self.port = int(name[1])
-        self._sweeper = self._loop.call_later(self._sweep_period(), self._sweep)
+        self._sweeper = self._loop.call_later(sweep_period(self._settings), self._sweep)
         return self
-
-    def _sweep_period(self) -> float:
-        """How often the sweep runs: a deadline or a stall is seen at most this late."""
-        settings = self._settings
-        return (
-            min(1.0, settings.keepalive_interval, settings.ask_timeout, settings.stall_timeout) / 4
-        )
 
     def _sweep(self) -> None:
         """Wake the connections whose deadline passed; cut off those whose peer stalled.
 
-        One timer for the whole server rather than one per wait
-        (``bench/bench_fanout.py``: a ``call_at`` timer made and cancelled on
-        every wait was 14 % of the server's time at N = 1,000, issue 26).
+        One timer for the whole server rather than one per wait (see
+        :func:`sweep_period`).
         """
         now = self._loop.time()
         due = [connection for connection, at in self._deadlines.items() if at <= now]
@@ -209,7 +202,7 @@ class Server(AsyncServerBase):
             connection.wake()
         for connection in list(self._writing):
             connection.check_stall(now)
-        self._sweeper = self._loop.call_later(self._sweep_period(), self._sweep)
+        self._sweeper = self._loop.call_later(sweep_period(self._settings), self._sweep)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _Connection(self, reader, writer).run()

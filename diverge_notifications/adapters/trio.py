@@ -26,7 +26,6 @@ deadline, lingering after a refusal and the exchange handler's deadline.
 from __future__ import annotations
 
 import contextlib
-import math
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
@@ -54,6 +53,7 @@ from ._common import (
     listen_driver,
     reset_on_close,
     run_exchange_handler,
+    sweep_period,
 )
 from ._proxy import AsyncProxy
 
@@ -173,6 +173,7 @@ async def serve(
     async with trio.open_nursery() as nursery:
         for listener in server._listeners:
             nursery.start_soon(server._accept, listener, nursery)
+        nursery.start_soon(server._sweep)
         try:
             yield server
         finally:
@@ -195,6 +196,25 @@ class Server(AsyncServerBase):
         super().__init__(hub, handler, options)
         self._listeners: list[trio.SocketListener] = []
         self._closed = trio.Event()
+        # The deadlines the sweep wakes the connections at (_sweep).
+        self._deadlines: dict[_Connection, float] = {}
+        self._sweeping = trio.CancelScope()
+
+    async def _sweep(self) -> None:
+        """Wake the connections whose deadline passed, until the server is closed.
+
+        One timer for the whole server rather than a cancel scope with a
+        deadline per wait (see :func:`sweep_period`).
+        """
+        period = sweep_period(self._settings)
+        deadlines = self._deadlines
+        with self._sweeping:
+            while True:
+                await trio.sleep(period)
+                now = trio.current_time()
+                for connection in [c for c, at in deadlines.items() if at <= now]:
+                    del deadlines[connection]
+                    connection.wake()
 
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         while True:
@@ -250,6 +270,7 @@ class Server(AsyncServerBase):
                     for connection in connections:
                         await connection.finished.wait()
             finally:
+                self._sweeping.cancel()
                 self._closed.set()
 
 
@@ -270,6 +291,10 @@ class _Connection:
     def shutdown(self) -> None:
         """The server is closing: end the path cleanly."""
         self.serving.shutdown()
+        self._ready.set()
+
+    def wake(self) -> None:
+        """A deadline of the connection passed (the server's sweep): take the next action."""
         self._ready.set()
 
     async def run(self) -> None:
@@ -304,6 +329,7 @@ class _Connection:
         stream = self._stream
         settings = self._server._settings
         progress = WriteProgress(_socket(stream), settings.stall_timeout)
+        deadlines = self._server._deadlines
         while True:
             # A fresh event before the next action: whatever is published
             # from here on sets it, and whatever came before is taken now.
@@ -317,13 +343,18 @@ class _Connection:
                     serving.connection_lost()
             elif type(action) is actions.WaitUntil:
                 deadline = action.deadline
-                if deadline is not None and deadline <= trio.current_time():
+                if deadline is None:
+                    await self._ready.wait()
+                elif deadline <= trio.current_time():
                     # More is queued: the others run first, without a cancel scope
                     # whose deadline has passed (bench/bench_fanout.py --servers).
                     await trio.lowlevel.checkpoint()
-                    continue
-                with trio.move_on_at(math.inf if deadline is None else deadline):
-                    await self._ready.wait()
+                else:
+                    deadlines[self] = deadline  # the server's sweep wakes the connection then
+                    try:
+                        await self._ready.wait()
+                    finally:
+                        deadlines.pop(self, None)
             elif type(action) is actions.RunHandler:
                 await answer_within(serving, settings, action.ask)
             else:
