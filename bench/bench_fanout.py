@@ -72,16 +72,20 @@ this one; ranges over the runs (best round of each run; 3-4 rounds a run).
 asyncio server CPU per delivery, and its ratio to the Starlette SSE server's:
               before                        after
   N = 10      3.2-3.4 us   0.36-0.43x       2.1-2.7 us   0.26-0.32x
-  N = 100     2.2-2.4 us   0.26-0.27x       1.5-1.7 us   0.16-0.22x
-  N = 500     2.5-2.7 us   0.24-0.29x       1.6-1.8 us   0.12-0.18x
+  N = 100     2.2-2.4 us   0.26-0.28x       1.5-1.8 us   0.16-0.22x
+  N = 500     2.3-2.7 us   0.19-0.29x       1.6-1.8 us   0.12-0.18x
   N = 3000    2.7-2.8 us   0.20x            1.8 us       0.13-0.14x
+  (3 runs before, 5 after; the last pair run back to back: 3.37/2.21/2.33/
+  2.72 us before, 2.40/1.80/1.70/1.84 us after.)
   (Starlette: 7.1-10.7 us at N <= 500, 13-14 us at N = 3000.) Growth of
   the cost per delivery from N = 10 to 3,000: 0.66-0.86x after (N = 10
   carries the round's fixed costs); from N = 100 to 3,000, 1.08-1.19x.
   Memory per idle path 9-13 KB (Starlette 26-28 KB, 88 KB at N = 10),
-  unchanged. Latency p50/p99 at N = 3,000 is dominated by the machine's
-  load and this process's single reader: 7-11/20-69 ms before, 4-24/37-112
-  ms after, over runs at a heavier load; Starlette's 0.2-1.3 s / 1.1-3.1 s.
+  unchanged. Latency p50/p99 at N = 3,000 measures this process's single
+  reader of 3,000 sockets as much as the server (a server that writes
+  faster fills its backlog sooner): 7-14/20-82 ms before, 4-35/37-128 ms
+  after; Starlette's 0.2-1.3 s / 1.1-3.1 s. At N <= 500 the project's p99
+  is 3-45 ms before and after alike.
 
 The project's trio and blocking servers (--servers project,trio,blocking,
 N = 100 and 500, two pairs of before/after runs):
@@ -93,6 +97,7 @@ N = 100 and 500, two pairs of before/after runs):
 The listener (bench_floor.py --adapters), CPU per notification over
 json.loads of the same bodies, before -> after:
   asyncio 8 KB 1.56x -> 1.37-1.40x; 64 KB 1.56x -> 1.36-1.49x
+  (150 B: 1.28x -> 1.25-1.44x, the spread of a loaded machine; target 1.5x)
   trio 8 KB 1.40x -> 1.38x; 64 KB 1.43x -> 1.53x (unchanged code)
   blocking 8 KB 1.33x -> 1.34x; 64 KB 1.34x -> 1.37x (unchanged code)
   Target 1.2x not met: the sans-IO receive path alone (ProxyConnection and
@@ -460,6 +465,8 @@ def main() -> None:
                 f"{n:>5} ratio project/{kind}: best {project / min(results[kind]['cpu']):.2f}x"
                 f" (per round {min(paired):.2f}-{max(paired):.2f}x)"
             )
+    print("\nClosing note, before and after:")
+    print(HISTORY)
 
 
 if __name__ == "__main__":
