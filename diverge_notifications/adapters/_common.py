@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
+    Final,
     Generic,
     Literal,
     Protocol,
@@ -65,11 +66,13 @@ __all__ = [
     "ServeOptions",
     "ServerBase",
     "Starting",
+    "WriteProgress",
     "accepted",
     "call_exchange_handler",
     "client_settings",
     "describe_error",
     "handler_timed_out",
+    "kernel_unsent",
     "listen_driver",
     "log_report",
     "logger",
@@ -77,6 +80,7 @@ __all__ = [
     "reset_on_close",
     "run_exchange_handler",
     "serve_settings",
+    "sweep_period",
 ]
 
 #: Where the servers log: refusals and path ends at info, stalled paths at
@@ -281,6 +285,92 @@ def reset_on_close(sock: Any) -> None:
     """Make closing ``sock`` a reset (``SO_LINGER`` 0): what it still holds is thrown away."""
     with contextlib.suppress(OSError, AttributeError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+# --- stalled paths: no byte taken while output waits ---------------------------------------
+
+try:  # Linux: TIOCOUTQ (SIOCOUTQ) on a TCP socket, the bytes its peer has not taken yet.
+    import fcntl
+    import termios
+
+    _OUTQ: int | None = termios.TIOCOUTQ if sys.platform == "linux" else None
+except ImportError:  # pragma: no cover - Windows
+    _OUTQ = None
+_OUTQ_BUFFER: Final = bytes(4)
+
+
+def kernel_unsent(sock: Any) -> int:
+    """The bytes the kernel holds for ``sock``'s peer and the peer has not taken (acknowledged).
+
+    Linux's ``TIOCOUTQ`` (``SIOCOUTQ``); ``0`` where it cannot be asked
+    (another system, a closed socket): then only the bytes leaving the
+    application's buffer show progress.
+    """
+    if _OUTQ is None or sock is None:
+        return 0
+    try:
+        held: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), _OUTQ, _OUTQ_BUFFER))[0]
+    except (OSError, ValueError):
+        return 0
+    return held
+
+
+class WriteProgress:
+    """Whether the peer of a path takes bytes while output waits: the stall check, once.
+
+    The three servers cut a path off when its peer took no byte for
+    ``stall_timeout`` seconds while output waited (:meth:`stalled`). A byte
+    is taken when the bytes handed to the socket grow (they left the
+    application's buffer, which the kernel allows only once its peer took
+    some) or the kernel's count of bytes not taken yet goes down
+    (:func:`kernel_unsent`). The kernel's count is what sees a slow reader:
+    the kernel lets the application write again only after a third of its
+    send buffer is taken, which at 100 KB/s may be longer than
+    ``stall_timeout`` (issue 23, "Stalled means no byte taken").
+    """
+
+    __slots__ = ("_handed", "_since", "_sock", "_unsent", "stall_timeout", "step")
+
+    def __init__(self, sock: Any, stall_timeout: float) -> None:
+        self._sock = sock
+        self.stall_timeout = stall_timeout
+        #: How often a waiting write looks (:meth:`stalled`): a stall is seen at most this late.
+        self.step = min(1.0, stall_timeout / 4)
+        self._handed = 0
+        self._unsent = 0
+        self._since = 0.0
+
+    def waiting(self, now: float, handed: int) -> None:
+        """Output starts to wait at ``now``, ``handed`` bytes having gone to the socket so far.
+
+        No system call: this is on every write of the trio and blocking
+        servers. The kernel's count is first asked by :meth:`stalled`, at
+        least ``step`` seconds later and at most a quarter of
+        ``stall_timeout`` before any verdict.
+        """
+        self._handed = handed
+        self._unsent = -1  # not asked yet
+        self._since = now
+
+    def stalled(self, now: float, handed: int) -> bool:
+        """Looked at ``now`` as output waits: has the peer taken no byte for ``stall_timeout``?"""
+        unsent = kernel_unsent(self._sock)
+        if handed > self._handed or unsent < self._unsent:
+            self._since = now
+        self._handed, self._unsent = handed, unsent
+        return now - self._since >= self.stall_timeout
+
+
+def sweep_period(settings: ServeSettings[Any]) -> float:
+    """How often an async server's sweep runs: a deadline or a stall is seen at most this late.
+
+    One sweep for the whole server wakes the connections whose keep-alive
+    or ask deadline passed, rather than one timer made and cancelled per
+    wait (``bench/bench_fanout.py``: 14 % of the asyncio server's time at
+    N = 1,000, issue 26).
+    """
+    shortest = min(settings.keepalive_interval, settings.ask_timeout, settings.stall_timeout)
+    return min(1.0, shortest) / 4
 
 
 def log_report(report: ServeReport) -> None:

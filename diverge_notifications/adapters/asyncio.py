@@ -20,7 +20,7 @@ another, ``loop.call_soon_threadsafe(hub.publish, item)``.
 The module reads top-down: the listener's loop, the server and its
 connections, the proxy, then the asyncio helpers they share: :func:`within`
 (a deadline that never loses a cancellation, also for other callers),
-one read of the listener, the server's flow control, the exchange
+one read of the listener, the exchange
 handler's deadline and the linger after a refusal.
 """
 
@@ -45,12 +45,14 @@ from ._common import (
     READ_SIZE,
     AsyncServerBase,
     Starting,
+    WriteProgress,
     accepted,
     describe_error,
     handler_timed_out,
     listen_driver,
     reset_on_close,
     run_exchange_handler,
+    sweep_period,
 )
 from ._proxy import AsyncProxy
 from .tls import asyncio_server_options
@@ -77,7 +79,7 @@ __all__ = [
 
 # --- listen ---------------------------------------------------------------------------
 
-#: A listener stops reading (and so slows its server down) past twice this many unread bytes.
+#: A listener stops reading (and so slows its server down) past this many unread bytes.
 _LIMIT = 2 * READ_SIZE
 
 
@@ -98,8 +100,7 @@ async def _listen(
     driver: ClientDriver, tls: ssl.SSLContext | None
 ) -> AsyncGenerator[Notification | Event, None]:
     loop = asyncio.get_running_loop()
-    reader: asyncio.StreamReader | None = None
-    writer: asyncio.StreamWriter | None = None
+    received: Received | None = None
     try:
         while True:
             action = driver.next_action(loop.time())
@@ -107,17 +108,19 @@ async def _listen(
                 for item in action.items:
                     yield item
             elif type(action) is actions.Receive:
-                assert reader is not None
-                await asyncio_receive(driver, reader, action.timeout, loop.time)
+                assert received is not None
+                await received.receive(driver, action.timeout)
             elif type(action) is actions.Send:
-                assert writer is not None
+                assert received is not None
                 # A write never blocks here; a failure shows up on the next read.
-                writer.write(action.data)
+                received.transport.write(action.data)
             elif type(action) is actions.Connect:
                 # Over TLS, the certificate is verified for action.host, the URL's.
-                opening = asyncio.open_connection(action.host, action.port, limit=_LIMIT, ssl=tls)
+                opening = loop.create_connection(
+                    lambda: Received(loop), action.host, action.port, ssl=tls
+                )
                 try:
-                    reader, writer = await within(opening, action.timeout)
+                    _, received = await within(opening, action.timeout)
                 except (OSError, asyncio.TimeoutError) as error:
                     driver.connect_failed(loop.time(), describe_error(error))
                 else:
@@ -127,14 +130,14 @@ async def _listen(
             elif type(action) is actions.Disconnect:
                 # abort(), not close(): nothing is left to send, and an unread
                 # path must not keep the socket around.
-                if writer is not None:
-                    writer.transport.abort()
-                reader = writer = None
+                if received is not None:
+                    received.transport.abort()
+                received = None
             else:  # Stop
                 return
     finally:
-        if writer is not None:
-            writer.transport.abort()
+        if received is not None:
+            received.transport.abort()
 
 
 # --- serve ----------------------------------------------------------------------------
@@ -170,6 +173,11 @@ class Server(AsyncServerBase):
         super().__init__(hub, handler, options)
         self._server: asyncio.Server | None = None
         self._closed: asyncio.Task[None] | None = None
+        # The server's sweep (_sweep) wakes the connections waiting for a
+        # deadline and watches those whose output waits for a stall.
+        self._deadlines: dict[_Connection, float] = {}
+        self._writing: set[_Connection] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def _start(self, host: str, port: int) -> Server:
         self._loop = asyncio.get_running_loop()
@@ -181,7 +189,23 @@ class Server(AsyncServerBase):
         name = self._server.sockets[0].getsockname()
         self.host = str(name[0])
         self.port = int(name[1])
+        self._sweeper = self._loop.call_later(sweep_period(self._settings), self._sweep)
         return self
+
+    def _sweep(self) -> None:
+        """Wake the connections whose deadline passed; cut off those whose peer stalled.
+
+        One timer for the whole server rather than one per wait (see
+        :func:`sweep_period`).
+        """
+        now = self._loop.time()
+        due = [connection for connection, at in self._deadlines.items() if at <= now]
+        for connection in due:
+            del self._deadlines[connection]
+            connection.wake()
+        for connection in list(self._writing):
+            connection.check_stall(now)
+        self._sweeper = self._loop.call_later(sweep_period(self._settings), self._sweep)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _Connection(self, reader, writer).run()
@@ -215,6 +239,8 @@ class Server(AsyncServerBase):
                 await asyncio.wait(pending, timeout=self._settings.close_timeout)
         if self._server is not None:
             await self._server.wait_closed()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
 
     async def __aenter__(self) -> Server:
         return self
@@ -241,6 +267,13 @@ class _Connection:
         self.serving = server._serving(self._ready.set, loop.time(), peer)
         self._handler: asyncio.Task[None] | None = None
         self.finished: asyncio.Future[None] = loop.create_future()
+        # What the stall check needs: the bytes written, and the transport's
+        # low-water mark, at or under which it is never paused.
+        self._written = 0
+        self._low_water = writer.transport.get_write_buffer_limits()[0]
+        self._progress = WriteProgress(
+            writer.get_extra_info("socket"), server._settings.stall_timeout
+        )
         server._connections.add(self)
         if server._closing:
             self.shutdown()
@@ -252,6 +285,36 @@ class _Connection:
 
     def abort(self) -> None:
         self._writer.transport.abort()
+
+    def wake(self) -> None:
+        """A deadline of the connection passed (the server's sweep): take the next action."""
+        self._ready.set()
+
+    def _handed(self) -> int:
+        """The bytes that left the transport's buffer for the socket so far."""
+        return self._written - self._writer.transport.get_write_buffer_size()
+
+    def check_stall(self, now: float) -> None:
+        """Output waits (the server's sweep): cut the path off if its peer took no byte for long."""
+        if self._progress.stalled(now, self._handed()):
+            self._server._writing.discard(self)
+            self.serving.write_stalled(now)
+            # A reset: nothing more goes to a stalled peer, and the wait for
+            # room ends (the transport is lost).
+            reset_on_close(self._writer.get_extra_info("socket"))
+            self._writer.transport.abort()
+
+    async def _drain(self) -> None:
+        """Wait until the transport takes more, watched by the server's sweep for a stall."""
+        writing = self._server._writing
+        self._progress.waiting(self._loop.time(), self._handed())
+        writing.add(self)
+        try:
+            await self._writer.drain()
+        except OSError:
+            self.serving.connection_lost()
+        finally:
+            writing.discard(self)
 
     async def run(self) -> None:
         reading = self._loop.create_task(self._read())
@@ -283,6 +346,7 @@ class _Connection:
     async def _serve(self) -> None:
         serving = self.serving
         writer = self._writer
+        deadlines = self._server._deadlines
         while True:
             # Whatever wakes the connection from here on ends the next wait;
             # whatever came before is taken by the next action.
@@ -290,17 +354,25 @@ class _Connection:
             action = serving.next_action(self._loop.time())
             if type(action) is actions.Write:
                 writer.write(action.data)
-                try:
-                    if not await drained(writer, self._server._settings.stall_timeout):
-                        serving.write_stalled(self._loop.time())
-                except OSError:
-                    serving.connection_lost()
+                self._written += len(action.data)
+                # Fast path (bench/bench_fanout.py, issue 26): a transport at or
+                # under its low-water mark is not paused, so drain() would return
+                # at once; waiting in it under a deadline made and cancelled a
+                # timer per write, 21 % of the server's time at N = 1,000. (A
+                # closing transport is drained too: drain() says it is lost.)
+                transport = writer.transport
+                if transport.get_write_buffer_size() > self._low_water or transport.is_closing():
+                    await self._drain()
             elif type(action) is actions.WaitUntil:
                 at = action.deadline
-                timer = None if at is None else self._loop.call_at(at, self._ready.set)
-                await self._ready.wait()
-                if timer is not None:
-                    timer.cancel()
+                if at is None:
+                    await self._ready.wait()
+                elif at <= self._loop.time():
+                    await asyncio.sleep(0)  # more is queued: the others run first
+                else:
+                    deadlines[self] = at  # the server's sweep wakes the connection then
+                    await self._ready.wait()
+                    deadlines.pop(self, None)
             elif type(action) is actions.RunHandler:
                 answering = answer_within(serving, self._server._settings, action.ask)
                 self._handler = self._loop.create_task(answering)
@@ -404,48 +476,106 @@ async def _within_by_wait(awaitable: Awaitable[_T], timeout: float) -> _T:
     return task.result()
 
 
-async def asyncio_receive(
-    driver: ClientDriver, reader: asyncio.StreamReader, timeout: float, clock: Callable[[], float]
-) -> None:
-    """The asyncio listener's ``Receive``: one read of ``reader``, reported to ``driver``."""
-    try:
-        if _asyncio_timeout is None:  # pragma: no cover - Python 3.10
-            data = await within(reader.read(READ_SIZE), timeout)
-        else:  # inline: the listener's hot path, one coroutine fewer per read
-            async with _asyncio_timeout(timeout):
-                data = await reader.read(READ_SIZE)
-    except (OSError, asyncio.TimeoutError) as error:
-        if isinstance(error, asyncio.TimeoutError) and not getattr(error, "errno", 0):
-            driver.timed_out(clock())  # the deadline's timeout, not the socket's
-        else:
-            driver.connection_lost(clock(), describe_error(error))
-    else:
-        driver.data_received(clock(), data)
+class Received(asyncio.Protocol):
+    """The listener's connection: what arrived, taken whole by the next ``Receive``.
 
-
-async def drained(writer: asyncio.StreamWriter, stall_timeout: float) -> bool:
-    """Wait for the socket to take what was written (asyncio's flow control).
-
-    False if the peer took no byte for ``stall_timeout`` seconds: the bytes
-    the transport holds did not go down meanwhile. They are looked at a few
-    times per ``stall_timeout`` (at least once a second), so that a stall is
-    noticed within that much of its deadline.
+    In place of a ``StreamReader``, whose copies (into its buffer, out of
+    it) and pause/resume made most of what the listener paid above
+    ``json.loads`` at 8 KB and 64 KB notifications (``bench/bench_floor.py``,
+    section 2, issue 26): here what the transport read is handed on as it
+    is (one read: no copy; several: one join). Reading pauses past
+    ``_LIMIT`` bytes not taken. The deadline of a ``Receive`` is one timer
+    per listener, moved on only when it fires, rather than one made and
+    cancelled per read.
     """
-    transport = writer.transport
-    loop = asyncio.get_running_loop()
-    step = min(1.0, stall_timeout / 4)
-    left = transport.get_write_buffer_size()
-    progressed = loop.time()
-    while True:
-        try:
-            await within(writer.drain(), step)
-            return True
-        except asyncio.TimeoutError:
-            now_left = transport.get_write_buffer_size()
-            if now_left < left:
-                left, progressed = now_left, loop.time()
-            elif loop.time() - progressed >= stall_timeout:
-                return False
+
+    #: Set once connected (``connection_made``).
+    transport: asyncio.Transport
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._paused = False
+        self._ended = False
+        self._error: Exception | None = None
+        self._waiter: asyncio.Future[bool] | None = None
+        self._deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- the transport's calls ----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._size += len(data)
+        if self._size > _LIMIT and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake(True)
+
+    def eof_received(self) -> None:
+        self._ended = True
+        self._wake(True)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended = True
+        self._error = exc
+        self._wake(True)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _wake(self, arrived: bool) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(arrived)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self._waiter is None:
+            return  # nobody waits: the next receive() sets a timer again
+        if self._loop.time() >= self._deadline:
+            self._wake(False)
+        else:
+            self._timer = self._loop.call_at(self._deadline, self._check_deadline)
+
+    # -- the listener's -----------------------------------------------------------------
+
+    async def receive(self, driver: ClientDriver, timeout: float) -> None:
+        """``Receive``: what arrived, reported to ``driver``, waiting ``timeout`` at most."""
+        loop = self._loop
+        if not self._chunks and not self._ended:
+            self._deadline = deadline = loop.time() + timeout
+            timer = self._timer
+            if timer is None or timer.when() > deadline:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = loop.call_at(deadline, self._check_deadline)
+            self._waiter = waiter = loop.create_future()
+            try:
+                arrived = await waiter
+            finally:
+                self._waiter = None
+            if not arrived:
+                driver.timed_out(loop.time())
+                return
+        chunks = self._chunks
+        if chunks:
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunks.clear()
+            self._size = 0
+            if self._paused:
+                self._paused = False
+                self.transport.resume_reading()
+            driver.data_received(loop.time(), data)
+        elif self._error is not None:
+            driver.connection_lost(loop.time(), describe_error(self._error))
+        else:
+            driver.data_received(loop.time(), b"")
 
 
 async def answer_within(

@@ -64,6 +64,7 @@ from ._common import (
     READ_SIZE,
     ClosedOnExit,
     ServerBase,
+    WriteProgress,
     accepted,
     call_exchange_handler,
     describe_error,
@@ -420,6 +421,7 @@ class _Connection:
             # TLS on this thread: a slow handshake holds up no other peer.
             server = self._server
             sock = self.socket = _tls.secure_accepted(sock, server.tls, server.ask_timeout)
+            progress = WriteProgress(sock, settings.stall_timeout)
             # Inside the try: out of descriptors, the connection is closed
             # and forgotten like any other that fails.
             selector = selectors.DefaultSelector()
@@ -432,7 +434,7 @@ class _Connection:
                     serving.shutdown()
                 action = serving.next_action(time.monotonic())
                 if type(action) is actions.Write:
-                    if not sent(sock, action.data, settings.stall_timeout):
+                    if not sent(sock, action.data, progress):
                         serving.write_stalled(time.monotonic())
                 elif type(action) is actions.WaitUntil:
                     if reading and not action.wants_read:
@@ -708,15 +710,26 @@ class Wakeup:
         self._writer.close()
 
 
-def sent(sock: socket.socket, data: bytes, stall_timeout: float) -> bool:
-    """Send all of ``data``; False if the peer took no byte for ``stall_timeout`` seconds."""
+def sent(sock: socket.socket, data: bytes, progress: WriteProgress) -> bool:
+    """Send all of ``data``; False if the peer took no byte for ``stall_timeout`` seconds.
+
+    ``progress`` says whether it took any (:class:`WriteProgress`), looked
+    at each time a ``send()`` finds no room for ``progress.step`` seconds.
+    """
     view = memoryview(data)
-    sock.settimeout(stall_timeout)  # for each send: a byte taken starts the wait again
+    handed = 0
+    progress.waiting(time.monotonic(), handed)
+    sock.settimeout(progress.step)
     try:
         while view:
-            view = view[sock.send(view) :]
-    except TimeoutError:
-        return False
+            try:
+                count = sock.send(view)
+            except TimeoutError:
+                if progress.stalled(time.monotonic(), handed):
+                    return False
+                continue
+            view = view[count:]
+            handed += count
     finally:
         sock.settimeout(None)
     return True

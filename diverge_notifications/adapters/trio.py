@@ -27,7 +27,6 @@ deadline, lingering after a refusal and the exchange handler's deadline.
 from __future__ import annotations
 
 import contextlib
-import math
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -49,12 +48,14 @@ from ._common import (
     READ_SIZE,
     AsyncServerBase,
     ServerBase,
+    WriteProgress,
     accepted,
     describe_error,
     handler_timed_out,
     listen_driver,
     reset_on_close,
     run_exchange_handler,
+    sweep_period,
 )
 from ._proxy import AsyncProxy
 
@@ -175,6 +176,7 @@ async def serve(
     async with trio.open_nursery() as nursery:
         for listener in server._listeners:
             nursery.start_soon(server._accept, listener, nursery)
+        nursery.start_soon(server._sweep)
         try:
             yield server
         finally:
@@ -197,6 +199,25 @@ class Server(AsyncServerBase):
         super().__init__(hub, handler, options)
         self._listeners: list[trio.SocketListener] = []
         self._closed = trio.Event()
+        # The deadlines the sweep wakes the connections at (_sweep).
+        self._deadlines: dict[_Connection, float] = {}
+        self._sweeping = trio.CancelScope()
+
+    async def _sweep(self) -> None:
+        """Wake the connections whose deadline passed, until the server is closed.
+
+        One timer for the whole server rather than a cancel scope with a
+        deadline per wait (see :func:`sweep_period`).
+        """
+        period = sweep_period(self._settings)
+        deadlines = self._deadlines
+        with self._sweeping:
+            while True:
+                await trio.sleep(period)
+                now = trio.current_time()
+                for connection in [c for c, at in deadlines.items() if at <= now]:
+                    del deadlines[connection]
+                    connection.wake()
 
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         while True:
@@ -252,6 +273,7 @@ class Server(AsyncServerBase):
                     for connection in connections:
                         await connection.finished.wait()
             finally:
+                self._sweeping.cancel()
                 self._closed.set()
 
 
@@ -272,6 +294,10 @@ class _Connection:
     def shutdown(self) -> None:
         """The server is closing: end the path cleanly."""
         self.serving.shutdown()
+        self._ready.set()
+
+    def wake(self) -> None:
+        """A deadline of the connection passed (the server's sweep): take the next action."""
         self._ready.set()
 
     async def run(self) -> None:
@@ -305,6 +331,8 @@ class _Connection:
         serving = self.serving
         stream = self._stream
         settings = self._server._settings
+        progress = WriteProgress(_socket(stream), settings.stall_timeout)
+        deadlines = self._server._deadlines
         while True:
             # A fresh event before the next action: whatever is published
             # from here on sets it, and whatever came before is taken now.
@@ -312,14 +340,24 @@ class _Connection:
             action = serving.next_action(trio.current_time())
             if type(action) is actions.Write:
                 try:
-                    if not await sent(stream, action.data, settings.stall_timeout):
+                    if not await sent(stream, action.data, progress):
                         serving.write_stalled(trio.current_time())
                 except STREAM_ERRORS:
                     serving.connection_lost()
             elif type(action) is actions.WaitUntil:
                 deadline = action.deadline
-                with trio.move_on_at(math.inf if deadline is None else deadline):
+                if deadline is None:
                     await self._ready.wait()
+                elif deadline <= trio.current_time():
+                    # More is queued: the others run first, without a cancel scope
+                    # whose deadline has passed (bench/bench_fanout.py --servers).
+                    await trio.lowlevel.checkpoint()
+                else:
+                    deadlines[self] = deadline  # the server's sweep wakes the connection then
+                    try:
+                        await self._ready.wait()
+                    finally:
+                        deadlines.pop(self, None)
             elif type(action) is actions.RunHandler:
                 await answer_within(serving, settings, action.ask)
             else:
@@ -438,17 +476,35 @@ async def secure_accepted(stream: trio.abc.Stream, server: ServerBase) -> trio.a
     return None
 
 
-async def sent(stream: trio.abc.Stream, data: bytes, stall_timeout: float) -> bool:
-    """Send ``data``; False if the peer took none of a piece of it for ``stall_timeout`` seconds.
+async def sent(stream: trio.abc.Stream, data: bytes, progress: WriteProgress) -> bool:
+    """Send ``data``; False if the peer took no byte for ``stall_timeout`` seconds.
 
-    Progress is seen a piece (``_PIECE`` bytes) at a time.
+    On a plain socket, ``progress`` says whether the peer took any
+    (:class:`WriteProgress`), looked at each time a ``send()`` finds no room
+    for ``progress.step`` seconds: trio's socket ``send()`` sends nothing
+    when it is cancelled, so the send is simply made again. Inside TLS
+    (whose ``send_all()`` cannot be taken up again once cancelled),
+    progress is seen a piece (``_PIECE`` bytes) at a time.
     """
     view = memoryview(data)
-    for start in range(0, len(view), _PIECE):
-        with trio.move_on_after(stall_timeout):
-            await stream.send_all(view[start : start + _PIECE])
+    if type(stream) is not trio.SocketStream:
+        for start in range(0, len(view), _PIECE):
+            with trio.move_on_after(progress.stall_timeout):
+                await stream.send_all(view[start : start + _PIECE])
+                continue
+            return False
+        return True
+    sock = stream.socket
+    handed = 0
+    progress.waiting(trio.current_time(), handed)
+    while view:
+        with trio.move_on_after(progress.step):
+            count = await sock.send(view)
+            view = view[count:]
+            handed += count
             continue
-        return False
+        if progress.stalled(trio.current_time(), handed):
+            return False
     return True
 
 

@@ -146,7 +146,9 @@ def test_a_listener_cancelled_as_its_connection_is_refused_stops(
     """The race that lost a stop: the refusal and the cancellation in one iteration."""
     connects: list[str] = []
 
-    def refused_and_cancelled(host: str, port: int, **_: Any) -> asyncio.Future[Any]:
+    def refused_and_cancelled(
+        _loop: object, _factory: object, host: str, port: int, **_: Any
+    ) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         listener = asyncio.current_task()
         assert listener is not None
@@ -160,7 +162,7 @@ def test_a_listener_cancelled_as_its_connection_is_refused_stops(
         loop.call_soon(refuse_and_cancel)
         return opening
 
-    monkeypatch.setattr(asyncio, "open_connection", refused_and_cancelled)
+    monkeypatch.setattr(asyncio.BaseEventLoop, "create_connection", refused_and_cancelled)
     # Were the cancellation lost, the listener would ask again, five times.
     retrying = ProxyPolicy(
         require_exchange=False, backoff=Backoff(base=0.001, cap=0.001), max_attempts=5
