@@ -140,6 +140,8 @@ class ServeOptions(TypedDict, total=False):
     stall_timeout: float
     #: Connections served at once (``None``: no limit); beyond, 503 with ``Retry-After``.
     max_connections: int | None
+    #: The share of ``max_connections`` one peer address may hold at once.
+    address_share: float
     #: The listening socket's backlog.
     backlog: int
     #: Seconds an exchange handler may run before it is cancelled (internal error).

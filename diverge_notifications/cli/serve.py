@@ -214,6 +214,7 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
             exchange_handler=None if relay is None else relay.handle_exchange,
             stall_timeout=args.stall_timeout,
             max_connections=args.max_connections,
+            address_share=args.address_share,
             backlog=args.backlog,
             on_report=on_report,
             **tls_options,

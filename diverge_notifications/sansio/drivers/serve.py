@@ -44,6 +44,7 @@ from ..events import (
     NotificationsAsked,
 )
 from ..mcp.model import ErrorData
+from ..server.admission import Verdict, address_of
 from ..server.connection import (
     NOT_SERVED_STATUS,
     RETRY_AFTER,
@@ -117,7 +118,8 @@ class ServingInput(TableEnum):
     PATH_CUT = "next_action(), the hub ended the path's subscription"
     CLOSING = "next_action(), nothing left to write"
     LOST = "connection_lost()"
-    BUSY = "made with busy=True: the server has max_connections already"
+    BUSY = "made while the server has max_connections already"
+    CROWDED = "made while the peer's address holds its share of max_connections"
     STALLED = "write_stalled()"
 
 
@@ -137,6 +139,7 @@ class ServingOutcome(TableEnum):
     CLOSE = "Close()"
     DROP = "unsubscribe; forget the exchange"
     REFUSE_BUSY = "write 503 with Retry-After"
+    REFUSE_CROWDED = "write 503 with Retry-After, naming the address"
     CUT_OFF = "unsubscribe (the queue freed); Close(abort=True)"
 
 
@@ -182,6 +185,9 @@ SERVING_TRANSITIONS: Final[
     (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     # Beyond max_connections the ask is not even read: 503, and a clean close.
     (_ASKING, _In.BUSY): (_FINISHING, _Out.REFUSE_BUSY),
+    # One address holds at most its share of max_connections: a flood from
+    # one address leaves the rest for the others (see server.admission).
+    (_ASKING, _In.CROWDED): (_FINISHING, _Out.REFUSE_CROWDED),
     # The end.
     (_FINISHING, _In.CLOSING): (_CLOSED, _Out.CLOSE),
     **{(state, _In.LOST): (_CLOSED, _Out.DROP) for state in ServingState},
@@ -265,9 +271,10 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
     the token and profile, the channel ids and the totals it counts into
     (:class:`~..server.counts.ServingTotals`). A connection made while
     ``max_connections`` are served already is *busy*: it answers 503 with
-    ``Retry-After`` without reading the ask, as does a notification ask to
-    a suspended hub (its reason the body); a path the hub ends writes its
-    queue, then that reason. After a refusal the final :class:`Close`
+    ``Retry-After`` without reading the ask (so is one whose address holds
+    its share of them, ``address_share``: see :mod:`..server.admission`),
+    as does a notification ask to a suspended hub (its reason the body); a
+    path the hub ends writes its queue, then that reason. After a refusal the final :class:`Close`
     lingers ``linger`` seconds. After the ask, at most ``max_discard`` bytes
     more are read (and discarded). ``report`` is called with a
     :mod:`.reports` record, naming ``peer``, whenever an ask is refused, a
@@ -287,8 +294,6 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
     ) -> None:
         if settings is None:
             settings = ServeSettings()
-        limit = settings.max_connections
-        busy = limit is not None and settings.totals.connections >= limit
         keepalive_interval = settings.keepalive_interval
         totals = settings.totals
         self._hub = hub
@@ -311,6 +316,8 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._totals = totals
         self._report = report if report is not None else lambda _report: None
         self._lock = hub_lock if hub_lock is not None else contextlib.nullcontext()
+        self._admission = settings.admission
+        self._address = address_of(peer)
         self._state = ServingState.ASKING
         #: When the move being made happens (the time the report that made it carried).
         self._now = now
@@ -326,13 +333,16 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         #: What the final next_action returns: a plain close, a lingering or an abrupt one.
         self._final = _CLOSE
         self._suspended_reason = ""  # why the hub took no subscription
-        #: Counted in totals.connections until the connection closes.
-        self._counted = not busy
-        if busy:
-            self._step(_In.BUSY, now)
-        else:
-            with self._lock:
+        with self._lock:
+            verdict = self._admission.admit(self._address)
+            if verdict is Verdict.ADMITTED:
                 self._totals.connections += 1
+        #: Counted in totals.connections (and by admission) until the connection closes.
+        self._counted = verdict is Verdict.ADMITTED
+        if verdict is Verdict.BUSY:
+            self._step(_In.BUSY, now)
+        elif verdict is Verdict.CROWDED:
+            self._step(_In.CROWDED, now)
 
     # -- what the adapter reads -------------------------------------------------
 
@@ -564,6 +574,16 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
         self._refused(503, reason)
 
+    def _refuse_crowded(self, value: object) -> None:
+        reason = (
+            f"{self._address} holds {self._admission.per_address} connections, its share of "
+            f"the {self._admission.max_connections} served at once; try again later"
+        )
+        self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
+        with self._lock:
+            self._totals.crowded += 1
+        self._refused(503, reason)
+
     def _refuse_suspended(self, value: object) -> None:
         self._outbox += not_served_now(self._connection, self._suspended_reason)
         with self._lock:
@@ -664,6 +684,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             self._counted = False
             with self._lock:
                 self._totals.connections -= 1
+                self._admission.release(self._address)
 
     def _unsubscribe(self, how: PathEnd, reason: str | None = None) -> None:
         subscriber = self._subscriber
@@ -705,5 +726,6 @@ _HANDLERS: Final[Mapping[ServingOutcome, Handler[Any]]] = {
     _Out.CLOSE: ServingConnection._close,
     _Out.DROP: ServingConnection._drop,
     _Out.REFUSE_BUSY: ServingConnection._refuse_busy,
+    _Out.REFUSE_CROWDED: ServingConnection._refuse_crowded,
     _Out.CUT_OFF: ServingConnection._cut_off,
 }

@@ -18,6 +18,7 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from ..errors import check_positive, positive
+from ..server.admission import Admission
 from ..server.counts import ServingTotals
 from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
 from ..wire.http import ChannelIds, check_token
@@ -26,6 +27,7 @@ from .actions import ExchangeHandler
 from .reports import ServeReport
 
 __all__ = [
+    "DEFAULT_ADDRESS_SHARE",
     "DEFAULT_ANSWER_TIMEOUT",
     "DEFAULT_ASK_TIMEOUT",
     "DEFAULT_BACKLOG",
@@ -59,6 +61,8 @@ DEFAULT_STALL_TIMEOUT: Final = 30.0
 DEFAULT_WRITE_BUFFER: Final = 256 * 1024
 #: Connections served at once; beyond, a new one is answered 503 with ``Retry-After``.
 DEFAULT_MAX_CONNECTIONS: Final = 1024
+#: The share of ``max_connections`` one peer address may hold at once (at least one).
+DEFAULT_ADDRESS_SHARE: Final = 0.5
 #: Connections the listening socket holds before they are accepted.
 DEFAULT_BACKLOG: Final = 128
 #: Seconds an exchange handler may run before it is cancelled and answered an internal error.
@@ -88,6 +92,15 @@ def _check_token(_instance: object, _attribute: attrs.Attribute[Any], token: str
     check_token(token)
 
 
+def _check_share(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not 0 < value <= 1:
+        raise ValueError(f"{attribute.name} must be more than 0 and at most 1, not {value!r}")
+
+
+def _admission(settings: ServeSettings[Any]) -> Admission:
+    return Admission(settings.max_connections, settings.address_share)
+
+
 def _profile(profile: Profile | str) -> Profile:
     return Profile(profile)
 
@@ -107,7 +120,9 @@ class ServeSettings(Generic[_Handler]):
     ``channel_ids`` mints all their
     channels, and they count into ``totals``. ``on_report`` is called with
     every :mod:`.reports` record (the command line prints the end of each
-    path). The limits and their defaults are in ``docs/adapters.md``.
+    path). One peer address holds at most ``address_share`` of
+    ``max_connections`` at once (:mod:`~..server.admission`, which
+    ``admission`` is). The limits and their defaults are in ``docs/adapters.md``.
     """
 
     token: str | None = attrs.field(default=None, validator=_check_token)
@@ -136,6 +151,10 @@ class ServeSettings(Generic[_Handler]):
     on_report: Callable[[ServeReport], None] | None = attrs.field(default=None, eq=False)
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
     totals: ServingTotals = attrs.field(init=False, factory=ServingTotals, eq=False, repr=False)
+    address_share: float = attrs.field(default=DEFAULT_ADDRESS_SHARE, validator=_check_share)
+    admission: Admission = attrs.field(
+        init=False, default=attrs.Factory(_admission, takes_self=True), eq=False, repr=False
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -96,6 +96,9 @@ class ServerStats:
     asks_suspended: int
     #: Paths the hub ended with its reason when it was suspended (its broker lost).
     paths_suspended: int
+    #: Connections refused (``503``) because their address held its share of
+    #: ``max_connections`` (see :mod:`.admission`); also in ``refusals``.
+    connections_crowded: int = 0
 
 
 class ServingTotals:
@@ -108,6 +111,7 @@ class ServingTotals:
 
     __slots__ = (
         "connections",
+        "crowded",
         "dropped",
         "exchanges_answered",
         "handler_failures",
@@ -131,6 +135,7 @@ class ServingTotals:
         self.handler_failures = 0
         self.suspended_asks = 0
         self.suspended_paths = 0
+        self.crowded = 0
         self.paths: dict[Subscriber, None] = {}
 
     def path_opened(self, subscriber: Subscriber) -> None:
@@ -165,4 +170,5 @@ class ServingTotals:
             handler_failures=self.handler_failures,
             asks_suspended=self.suspended_asks,
             paths_suspended=self.suspended_paths,
+            connections_crowded=self.crowded,
         )
