@@ -44,6 +44,8 @@ from ..events import (
     NotificationReceived,
     ReaskNeeded,
     StreamBroken,
+    StreamEnded,
+    StreamErrored,
     StreamOpened,
 )
 from ..mcp.model import Notification
@@ -222,6 +224,8 @@ class ListenDriver(ClientDriver):
         #: True while a plain HTTP connection got nothing back and was not
         #: given up for silence: if it ends now, the server may speak TLS.
         self._tls_unsaid = False
+        #: The path of the ask ended by the server's word (its end or its error), not a break.
+        self._ended_cleanly = False
         # The first attempt's connection, made now, so that what no ask could carry is
         # refused here; the first Connect takes it.
         try:
@@ -269,6 +273,7 @@ class ListenDriver(ClientDriver):
         first, self._first_connection = self._first_connection, None
         self._connection = first if first is not None else self._new_connection()
         self._tls_unsaid = not self.endpoint.tls
+        self._ended_cleanly = False
         return self._connect_action
 
     def _sleep(self, value: object) -> Sleep:
@@ -340,6 +345,8 @@ class ListenDriver(ClientDriver):
                 continue
             if isinstance(event, StreamOpened):
                 policy.path_opened(self._now)
+            elif type(event) is StreamEnded or type(event) is StreamErrored:
+                self._ended_cleanly = True
             elif type(event) is StreamBroken and self._tls_unsaid:
                 # Over http://, an end before any byte of an answer is what a
                 # TLS server does with a request that is not TLS: say so.
@@ -350,7 +357,7 @@ class ListenDriver(ClientDriver):
                 return delivered, True
 
     def _end_ask(self, delivered: list[Notification | Event]) -> None:
-        outcome = self.policy.ask_ended(self._now, self._random())
+        outcome = self.policy.ask_ended(self._now, self._random(), clean=self._ended_cleanly)
         if self.settings.events:
             delivered.append(outcome)
         if delivered:
