@@ -113,6 +113,8 @@ class ListenOptions(TypedDict, total=False):
     ssl: ssl.SSLContext | None
     #: Send the token over plain ``http://`` to a host that is not loopback.
     allow_plaintext_token: bool
+    #: Seconds the answer's head may take to be complete; then the path is broken.
+    head_timeout: float
 
 
 class ServeOptions(TypedDict, total=False):

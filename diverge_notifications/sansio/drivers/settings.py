@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_CLOSE_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_HANDLER_TIMEOUT",
+    "DEFAULT_HEAD_TIMEOUT",
     "DEFAULT_KEEPALIVE_INTERVAL",
     "DEFAULT_LINGER",
     "DEFAULT_MAX_BATCH",
@@ -74,6 +75,8 @@ DEFAULT_MAX_DISCARD: Final = 64 * 1024
 
 #: Seconds a client waits for a TCP connection (and, over TLS, its handshake) to be made.
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+#: Seconds a listener waits for the head of an answer (after its ask is sent) to be complete.
+DEFAULT_HEAD_TIMEOUT: Final = 10.0
 #: Seconds a proxy waits for an exchange's answer: longer than a relay gives a forwarded
 #: call (``bridge.DEFAULT_EXCHANGE_TIMEOUT``, 300 s), so that the relay's own timeout error
 #: is what arrives, not a silence.
@@ -189,3 +192,5 @@ class ClientSettings:
     exchange_timeout: float = attrs.field(default=DEFAULT_ANSWER_TIMEOUT, validator=positive)
     #: Send the token over plain ``http://`` to a host that is not loopback.
     allow_plaintext_token: bool = False
+    #: Seconds a listener's answer may take to complete its head (1xx heads do not count).
+    head_timeout: float = attrs.field(default=DEFAULT_HEAD_TIMEOUT, validator=positive)
