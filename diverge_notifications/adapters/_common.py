@@ -144,6 +144,8 @@ class ServeOptions(TypedDict, total=False):
     max_connections: int | None
     #: The share of ``max_connections`` one peer address may hold at once.
     address_share: float
+    #: Seconds a path may take no byte before a waiting publisher stops waiting for it.
+    slow_after: float
     #: The listening socket's backlog.
     backlog: int
     #: Seconds an exchange handler may run before it is cancelled (internal error).
@@ -469,14 +471,26 @@ class ServerBase:
     def _publish_if_room(self, item: object, wake: Callable[[], None]) -> int | None:
         """Publish ``item`` if every queue it reaches has room; else ``None``, and ``wake`` later.
 
-        ``wake`` is called once, when a queue that had no room takes
-        notifications out or closes (a stalled path is cut off after
-        ``stall_timeout``, so the wait is bounded); then try again.
+        Only the queues of paths that took bytes within ``slow_after``
+        seconds are waited for (:meth:`Hub.room_for`); a path that did not
+        drops what does not fit, counted. ``wake`` is called once, when a
+        queue that had no room takes notifications out or closes; then, or
+        after ``slow_after`` seconds at most (:attr:`slow_after`), try again.
         """
-        if self.hub.room_for(item):
-            return self.hub.publish(item)
-        self.hub.when_room(wake)
+        hub = self.hub
+        if hub.room_for(item, now=self._clock(), slow_after=self._settings.slow_after):
+            return hub.publish(item)
+        hub.when_room(wake)
         return None
+
+    @property
+    def slow_after(self) -> float:
+        """Seconds a path may take no byte before a waiting publisher stops waiting for it."""
+        return self._settings.slow_after
+
+    def _clock(self) -> float:
+        """The adapter's monotonic clock, the one its connections' drivers are told."""
+        raise NotImplementedError
 
 
 class _Event(Protocol):
@@ -523,7 +537,12 @@ class AsyncServerBase(ServerBase):
             published = self._publish_if_room(notification, room.set)
             if published is not None:
                 return published
-            await room.wait()
+            # Woken by room, or after slow_after: a path may have stopped moving.
+            await self._wait_at_most(room, self.slow_after)
+
+    async def _wait_at_most(self, event: _Event, seconds: float) -> None:
+        """Wait for ``event``, ``seconds`` at most."""
+        raise NotImplementedError
 
 
 _Started = TypeVar("_Started")

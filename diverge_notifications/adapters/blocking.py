@@ -308,8 +308,12 @@ class Server(ServerBase, ClosedOnExit):
                 return self.hub.publish(item)
             notification = as_notification(item) or item  # decoded once, however long the wait
             while (published := self._publish_if_room(notification, self._room.notify_all)) is None:
-                self._room.wait()
+                # Woken by room, or after slow_after: a path may have stopped moving.
+                self._room.wait(self.slow_after)
             return published
+
+    def _clock(self) -> float:
+        return time.monotonic()
 
     def _accept(self) -> None:
         selector = self._selector

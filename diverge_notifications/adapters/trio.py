@@ -30,7 +30,7 @@ import math
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -194,6 +194,13 @@ class Server(AsyncServerBase):
         super().__init__(hub, handler, options)
         self._listeners: list[trio.SocketListener] = []
         self._closed = trio.Event()
+
+    def _clock(self) -> float:
+        return trio.current_time()
+
+    async def _wait_at_most(self, event: Any, seconds: float) -> None:
+        with trio.move_on_after(seconds):
+            await event.wait()
 
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         while True:

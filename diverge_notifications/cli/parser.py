@@ -173,7 +173,7 @@ def _share(text: str) -> float:
 
 def _fairness_options(parser: argparse.ArgumentParser) -> None:
     """``serve``'s options against one peer harming the others (docs/cli.md)."""
-    from ..sansio.drivers.settings import DEFAULT_ADDRESS_SHARE
+    from ..sansio.drivers.settings import DEFAULT_ADDRESS_SHARE, DEFAULT_SLOW_AFTER
 
     parser.add_argument(
         "--address-share",
@@ -182,6 +182,14 @@ def _fairness_options(parser: argparse.ArgumentParser) -> None:
         metavar="FRACTION",
         help="the share of --max-connections one peer address may hold at once; beyond, 503 "
         f"({DEFAULT_ADDRESS_SHARE:g})",
+    )
+    parser.add_argument(
+        "--slow-after",
+        type=_positive_seconds,
+        default=DEFAULT_SLOW_AFTER,
+        metavar="SECONDS",
+        help="--stdin waits for room only on paths that took bytes within this long; for "
+        f"the others what does not fit is dropped, counted ({DEFAULT_SLOW_AFTER:g})",
     )
 
 

@@ -215,6 +215,7 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
             stall_timeout=args.stall_timeout,
             max_connections=args.max_connections,
             address_share=args.address_share,
+            slow_after=args.slow_after,
             backlog=args.backlog,
             on_report=on_report,
             **tls_options,

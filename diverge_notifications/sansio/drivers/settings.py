@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_DISCARD",
+    "DEFAULT_SLOW_AFTER",
     "DEFAULT_STALL_TIMEOUT",
     "DEFAULT_WRITE_BUFFER",
     "ClientSettings",
@@ -64,6 +65,8 @@ DEFAULT_WRITE_BUFFER: Final = 256 * 1024
 DEFAULT_MAX_CONNECTIONS: Final = 1024
 #: The share of ``max_connections`` one peer address may hold at once (at least one).
 DEFAULT_ADDRESS_SHARE: Final = 0.5
+#: Seconds a path may take no byte before a publisher waiting for room stops waiting for it.
+DEFAULT_SLOW_AFTER: Final = 1.0
 #: Connections the listening socket holds before they are accepted.
 DEFAULT_BACKLOG: Final = 128
 #: Seconds an exchange handler may run before it is cancelled and answered an internal error.
@@ -125,7 +128,9 @@ class ServeSettings(Generic[_Handler]):
     every :mod:`.reports` record (the command line prints the end of each
     path). One peer address holds at most ``address_share`` of
     ``max_connections`` at once (:mod:`~..server.admission`, which
-    ``admission`` is). The limits and their defaults are in ``docs/adapters.md``.
+    ``admission`` is). A publisher that waits for room waits only for paths
+    that took bytes within ``slow_after`` seconds. The limits and their
+    defaults are in ``docs/adapters.md``.
     """
 
     token: str | None = attrs.field(default=None, validator=_check_token)
@@ -155,6 +160,7 @@ class ServeSettings(Generic[_Handler]):
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
     totals: ServingTotals = attrs.field(init=False, factory=ServingTotals, eq=False, repr=False)
     address_share: float = attrs.field(default=DEFAULT_ADDRESS_SHARE, validator=_check_share)
+    slow_after: float = attrs.field(default=DEFAULT_SLOW_AFTER, validator=positive)
     admission: Admission = attrs.field(
         init=False, default=attrs.Factory(_admission, takes_self=True), eq=False, repr=False
     )

@@ -202,8 +202,17 @@ class Hub:
             queued=sum(len(subscriber._queue) for subscriber in self._all),
         )
 
-    def room_for(self, item: object) -> bool:
+    def room_for(
+        self, item: object, *, now: float | None = None, slow_after: float | None = None
+    ) -> bool:
         """True if :meth:`publish` of ``item`` now would queue it for every subscriber it reaches.
+
+        With ``now`` (the caller's clock) and ``slow_after``, a subscriber
+        whose queue was found full ``slow_after`` seconds ago or more, and
+        which took nothing out of it since (its path is not moving), is not
+        waited for: what does not fit its queue is dropped and counted, as
+        for any full queue, so that one listener that does not read holds up
+        no publisher for longer than ``slow_after``.
 
         Also true for what :meth:`publish` does not queue anywhere whatever
         the queues hold (an item that is not a notification, or one too
@@ -227,9 +236,23 @@ class Hub:
                     len(queue) >= subscriber._queue_size
                     or subscriber._bytes + size > subscriber._queue_bytes
                 ):
+                    if (
+                        now is not None
+                        and slow_after is not None
+                        and self._not_moving(subscriber, now, slow_after)
+                    ):
+                        continue
                     subscriber._awaited = True
                     room = False
         return room
+
+    @staticmethod
+    def _not_moving(subscriber: Subscriber, now: float, slow_after: float) -> bool:
+        """Whether ``subscriber`` was found full ``slow_after`` ago and has taken nothing since."""
+        since = subscriber._full_since
+        if since is None:
+            subscriber._full_since = since = now
+        return now - since >= slow_after
 
     def when_room(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, when a queue :meth:`room_for` found full takes or closes.

@@ -73,6 +73,7 @@ class Subscriber:
         "_bytes",
         "_dropped",
         "_end_reason",
+        "_full_since",
         "_hub",
         "_interest",
         "_on_ready",
@@ -107,6 +108,9 @@ class Subscriber:
         #: Set when Hub.room_for found this queue without room: its next
         #: take or close runs the hub's when_room callbacks.
         self._awaited = False
+        #: When Hub.room_for (told the time) first found the queue full since
+        #: the writer last took from it; None once it takes.
+        self._full_since: float | None = None
         # The hub's totals, kept by reference so that they are counted even
         # after the subscriber left the hub.
         self._totals = hub._totals
@@ -205,6 +209,7 @@ class Subscriber:
             self._bytes = 0
             self._sent += count
             self._totals.sent += count
+            self._full_since = None
             return frames
         return [entry[0] for entry in self._take(max_items, max_bytes)]
 
@@ -233,6 +238,7 @@ class Subscriber:
                 taken += size
         self._bytes -= taken
         if entries:
+            self._full_since = None
             self._sent += len(entries)
             self._totals.sent += len(entries)
             if self._awaited:
