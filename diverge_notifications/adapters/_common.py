@@ -419,6 +419,8 @@ class ServerBase:
         self._connections: set[Any] = set()
         #: Set by close(): from then on, what is accepted is closed at once.
         self._closing = False
+        #: How long a publisher that found no room waits at most before it asks again.
+        self._room_wait = self._settings.slow_after
 
     @property
     def connections(self) -> int:
@@ -475,18 +477,18 @@ class ServerBase:
         seconds are waited for (:meth:`Hub.room_for`); a path that did not
         drops what does not fit, counted. ``wake`` is called once, when a
         queue that had no room takes notifications out or closes; then, or
-        after ``slow_after`` seconds at most (:attr:`slow_after`), try again.
+        after :meth:`_room_wait` seconds at most (when a path it waits for
+        may have stopped moving), try again.
         """
         hub = self.hub
-        if hub.room_for(item, now=self._clock(), slow_after=self._settings.slow_after):
+        now = self._clock()
+        slow_after = self._settings.slow_after
+        if hub.room_for(item, now=now, slow_after=slow_after):
             return hub.publish(item)
+        slow_at = hub.slow_at
+        self._room_wait = slow_after if slow_at is None else max(slow_at - now, 0.0)
         hub.when_room(wake)
         return None
-
-    @property
-    def slow_after(self) -> float:
-        """Seconds a path may take no byte before a waiting publisher stops waiting for it."""
-        return self._settings.slow_after
 
     def _clock(self) -> float:
         """The adapter's monotonic clock, the one its connections' drivers are told."""
@@ -537,8 +539,8 @@ class AsyncServerBase(ServerBase):
             published = self._publish_if_room(notification, room.set)
             if published is not None:
                 return published
-            # Woken by room, or after slow_after: a path may have stopped moving.
-            await self._wait_at_most(room, self.slow_after)
+            # Woken by room, or when a path it waits for may have stopped moving.
+            await self._wait_at_most(room, self._room_wait)
 
     async def _wait_at_most(self, event: _Event, seconds: float) -> None:
         """Wait for ``event``, ``seconds`` at most."""

@@ -308,8 +308,8 @@ class Server(ServerBase, ClosedOnExit):
                 return self.hub.publish(item)
             notification = as_notification(item) or item  # decoded once, however long the wait
             while (published := self._publish_if_room(notification, self._room.notify_all)) is None:
-                # Woken by room, or after slow_after: a path may have stopped moving.
-                self._room.wait(self.slow_after)
+                # Woken by room, or when a path it waits for may have stopped moving.
+                self._room.wait(self._room_wait)
             return published
 
     def _clock(self) -> float:

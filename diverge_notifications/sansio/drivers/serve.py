@@ -488,6 +488,9 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             if subscriber.end_reason is None:
                 with self._lock:
                     frames = subscriber.take_frames(self._max_batch, self._write_buffer)
+                    if frames:
+                        # The last Write was taken: the path moves (see Hub.room_for).
+                        subscriber.moved(now)
                 if frames:
                     data = self._connection.send_frames(frames)
             else:
@@ -548,6 +551,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         assert subscriber is not None
         with self._lock:
             self._totals.path_opened(subscriber)
+            subscriber.moved(self._now)
         self._outbox += self._connection.start_path()
         self._last_output = self._now
         self._report(PathOpenedReport(peer=self._peer, channel=self._channel()))

@@ -134,6 +134,7 @@ class Hub:
         self._max_frame_size = check_positive_int("max_frame_size", max_frame_size)
         self._totals = HubTotals()
         self._room_waiters: list[Callable[[], None]] = []
+        self._slow_at: float | None = None
         self._suspended: str | None = None
         self._all: _Group = {}  # every open subscriber
         self._everything: _Group = {}  # subscribers without an interest
@@ -207,12 +208,12 @@ class Hub:
     ) -> bool:
         """True if :meth:`publish` of ``item`` now would queue it for every subscriber it reaches.
 
-        With ``now`` (the caller's clock) and ``slow_after``, a subscriber
-        whose queue was found full ``slow_after`` seconds ago or more, and
-        which took nothing out of it since (its path is not moving), is not
-        waited for: what does not fit its queue is dropped and counted, as
-        for any full queue, so that one listener that does not read holds up
-        no publisher for longer than ``slow_after``.
+        With ``now`` (the clock its writers tell :meth:`Subscriber.moved`)
+        and ``slow_after``, a full queue whose path has not moved for
+        ``slow_after`` seconds (its writer took nothing, and no call found
+        the queue empty) is not waited for: what does not fit it is dropped
+        and counted, as for any full queue, so that one listener that does
+        not read holds up no publisher for longer than ``slow_after``.
 
         Also true for what :meth:`publish` does not queue anywhere whatever
         the queues hold (an item that is not a notification, or one too
@@ -229,30 +230,38 @@ class Hub:
             return True
         size = payload + PREFIX_SIZE
         room = True
+        self._slow_at = None
         for group in self._route(notification):
             for subscriber in group:
                 queue = subscriber._queue
-                if queue and (
+                if not queue:
+                    if now is not None:
+                        subscriber._moved_at = now  # caught up: nothing waits for it
+                elif (
                     len(queue) >= subscriber._queue_size
                     or subscriber._bytes + size > subscriber._queue_bytes
                 ):
-                    if (
-                        now is not None
-                        and slow_after is not None
-                        and self._not_moving(subscriber, now, slow_after)
-                    ):
-                        continue
+                    if now is not None and slow_after is not None:
+                        moved_at = subscriber._moved_at
+                        if moved_at is not None:
+                            if now - moved_at >= slow_after:
+                                continue  # not moving: not waited for
+                            slow_at = moved_at + slow_after
+                            if self._slow_at is None or slow_at < self._slow_at:
+                                self._slow_at = slow_at
                     subscriber._awaited = True
                     room = False
         return room
 
-    @staticmethod
-    def _not_moving(subscriber: Subscriber, now: float, slow_after: float) -> bool:
-        """Whether ``subscriber`` was found full ``slow_after`` ago and has taken nothing since."""
-        since = subscriber._full_since
-        if since is None:
-            subscriber._full_since = since = now
-        return now - since >= slow_after
+    @property
+    def slow_at(self) -> float | None:
+        """After :meth:`room_for` said ``False`` (told the time): when to ask again at the latest.
+
+        The earliest time at which one of the full queues it waits for has
+        not moved for ``slow_after`` seconds, and stops being waited for
+        (``None``: no such queue, or ``room_for`` was not told the time).
+        """
+        return self._slow_at
 
     def when_room(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, when a queue :meth:`room_for` found full takes or closes.

@@ -73,9 +73,9 @@ class Subscriber:
         "_bytes",
         "_dropped",
         "_end_reason",
-        "_full_since",
         "_hub",
         "_interest",
+        "_moved_at",
         "_on_ready",
         "_queue",
         "_queue_bytes",
@@ -108,9 +108,9 @@ class Subscriber:
         #: Set when Hub.room_for found this queue without room: its next
         #: take or close runs the hub's when_room callbacks.
         self._awaited = False
-        #: When Hub.room_for (told the time) first found the queue full since
-        #: the writer last took from it; None once it takes.
-        self._full_since: float | None = None
+        #: When the path last moved: its writer took frames (moved()), or
+        #: Hub.room_for, told the time, found the queue empty. None: never told.
+        self._moved_at: float | None = None
         # The hub's totals, kept by reference so that they are counted even
         # after the subscriber left the hub.
         self._totals = hub._totals
@@ -169,6 +169,21 @@ class Subscriber:
         """
         return self._end_reason
 
+    @property
+    def moved_at(self) -> float | None:
+        """When the path last moved (see :meth:`moved`), or ``None`` if nobody said."""
+        return self._moved_at
+
+    def moved(self, now: float) -> None:
+        """The path's writer took frames at ``now`` (its clock): the path moves.
+
+        A publisher that waits for room with ``slow_after``
+        (:meth:`~.hub.Hub.room_for`) waits only for a full queue whose path
+        moved within ``slow_after`` seconds; a queue found empty counts as
+        moving too (nothing was waiting for it).
+        """
+        self._moved_at = now
+
     def __len__(self) -> int:
         return len(self._queue)
 
@@ -209,7 +224,6 @@ class Subscriber:
             self._bytes = 0
             self._sent += count
             self._totals.sent += count
-            self._full_since = None
             return frames
         return [entry[0] for entry in self._take(max_items, max_bytes)]
 
@@ -238,7 +252,6 @@ class Subscriber:
                 taken += size
         self._bytes -= taken
         if entries:
-            self._full_since = None
             self._sent += len(entries)
             self._totals.sent += len(entries)
             if self._awaited:
