@@ -308,8 +308,16 @@ def log_report(report: ServeReport) -> None:
         logger.info("ask from %s refused: %d (%s)", report.peer, report.status, report.reason)
     elif type(report) is reports.PathOpenedReport:
         logger.debug("path %s to %s opened", report.channel, report.peer)
+    elif type(report) is reports.AskExpiredReport:
+        logger.info(
+            "connection from %s closed: no complete ask within %g s",
+            report.peer,
+            report.ask_timeout,
+        )
     elif type(report) is reports.ExchangeReport:
         level = logging.ERROR if report.outcome.startswith("internal error") else logging.DEBUG
+        if report.outcome == reports.CALLER_GONE:
+            level = logging.INFO
         logger.log(
             level,
             "exchange %s (%s) from %s answered: %s",

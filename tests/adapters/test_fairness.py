@@ -11,6 +11,7 @@ asserts how long anything took.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import queue
@@ -21,11 +22,20 @@ import time
 from typing import Final, cast
 
 import pytest
+import trio
 
 from diverge_notifications.adapters import parse_url
-from diverge_notifications.sansio import Hub, ProxyConnection, StreamOpened
+from diverge_notifications.sansio import (
+    Ask,
+    Exchange,
+    ExchangeConnection,
+    Hub,
+    ProxyConnection,
+    StreamOpened,
+)
 from tests.adapters import test_pressure
-from tests.adapters.test_pressure import LOGGER, Listening, ServeFactory
+from tests.adapters.test_adapters import HANG, wait_until
+from tests.adapters.test_pressure import LOGGER, Listening, ServeFactory, read_all
 
 # The three servers, as tests/adapters/test_pressure.py makes them.
 loops = test_pressure.loops
@@ -162,3 +172,52 @@ def test_a_flood_from_one_address_leaves_room_for_a_listener_from_another(
     assert crowded
     assert crowded[0].startswith(f"ask from {FLOOD_ADDRESS}:")
     assert f"503 ({FLOOD_ADDRESS} holds 200 connections" in crowded[0]
+
+
+# --- nothing dropped unseen ---------------------------------------------------------------
+
+
+def test_a_connection_closed_at_the_ask_deadline_is_counted_and_logged(
+    serve: ServeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    served = serve(Hub(), ask_timeout=0.3)
+    endpoint = parse_url(served.url)
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=HANG) as silent:
+        assert read_all(silent) == b""  # closed without an answer
+    wait_until(lambda: served.stats().asks_expired == 1, "the expired ask to be counted")
+    lines = [r.getMessage() for r in caplog.records if "no complete ask within" in r.getMessage()]
+    assert lines == [f"connection from {silent_peer(lines)} closed: no complete ask within 0.3 s"]
+
+
+def silent_peer(lines: list[str]) -> str:
+    """The peer a log line names (its port is the client's)."""
+    assert lines
+    return lines[0].split("connection from ", 1)[1].split(" ", 1)[0]
+
+
+def test_an_exchange_whose_caller_hung_up_is_counted_and_logged(
+    serve: ServeFactory, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    adapter = request.node.callspec.params["serve"]
+    if adapter == "blocking":
+        pytest.skip("the blocking server runs a handler on the connection's thread, unread")
+
+    async def slow_asyncio(ask: Ask) -> None:
+        await asyncio.sleep(0.5)
+
+    async def slow_trio(ask: Ask) -> None:
+        await trio.sleep(0.5)
+
+    handler = {"asyncio": slow_asyncio, "trio": slow_trio}
+    served = serve(Hub(), exchange_handler=handler[adapter])
+    endpoint = parse_url(served.url)
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=HANG) as caller:
+        ask = Ask(exchange=Exchange.LIST_TOOLS)
+        caller.sendall(ExchangeConnection(endpoint.authority, ask).data_to_send())
+        caller.shutdown(socket.SHUT_WR)  # hangs up while the handler runs
+    wait_until(lambda: served.stats().exchanges_abandoned == 1, "the abandoned exchange")
+    assert served.stats().exchanges_answered == 0
+    lines = [r.getMessage() for r in caplog.records if "caller hung up" in r.getMessage()]
+    assert len(lines) == 1 and "(list_tools)" in lines[0]

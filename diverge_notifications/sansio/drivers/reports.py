@@ -16,6 +16,8 @@ import enum
 import attrs
 
 __all__ = [
+    "CALLER_GONE",
+    "AskExpiredReport",
     "ExchangeReport",
     "PathEnd",
     "PathEndedReport",
@@ -83,9 +85,10 @@ class PathEndedReport:
 class ExchangeReport:
     """The exchange (kind 0-3, ``exchange`` its name) on ``channel`` was answered ``outcome``.
 
-    ``outcome`` is ``"result"``, ``"error"``, ``"declined"`` or
+    ``outcome`` is ``"result"``, ``"error"``, ``"declined"``,
     ``"internal error: <why>"`` (the handler raised, ran too long, or
-    returned what is not a result).
+    returned what is not a result) or :data:`CALLER_GONE` (the peer closed
+    before its answer: nobody was answered).
     """
 
     peer: str
@@ -94,4 +97,15 @@ class ExchangeReport:
     outcome: str
 
 
-ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport
+@attrs.frozen(kw_only=True)
+class AskExpiredReport:
+    """The connection from ``peer`` was closed: its ask was not complete within ``ask_timeout``."""
+
+    peer: str
+    ask_timeout: float
+
+
+#: The outcome of an exchange whose caller closed the connection before its answer.
+CALLER_GONE = "not answered: the caller hung up"
+
+ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport | AskExpiredReport

@@ -59,6 +59,8 @@ from ..wire.asks import Ask
 from ..wire.http import refusal_response
 from .actions import Close, ExchangeResult, RunHandler, ServeAction, WaitUntil, Write
 from .reports import (
+    CALLER_GONE,
+    AskExpiredReport,
     ExchangeReport,
     PathEnd,
     PathEndedReport,
@@ -140,6 +142,7 @@ class ServingOutcome(TableEnum):
     DROP = "unsubscribe; forget the exchange"
     REFUSE_BUSY = "write 503 with Retry-After"
     REFUSE_CROWDED = "write 503 with Retry-After, naming the address"
+    EXPIRE = "count and report the ask's deadline; nothing to write"
     CUT_OFF = "unsubscribe (the queue freed); Close(abort=True)"
 
 
@@ -161,8 +164,9 @@ SERVING_TRANSITIONS: Final[
     (_ASKING, _In.EXCHANGE_DECLINED): (_FINISHING, _Out.DECLINE),
     (_ASKING, _In.ASK_REFUSED): (_FINISHING, _Out.FINISH),
     (_ASKING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
-    # A peer that says nothing to answer holds a connection nobody is served by.
-    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.SILENCE),
+    # A peer that says nothing to answer holds a connection nobody is served by:
+    # closed, counted and reported, never silently.
+    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.EXPIRE),
     (_ASKING, _In.SHUTDOWN): (_FINISHING, _Out.SILENCE),
     # The exchange: its handler runs once, and its answer ends the connection.
     (_EXCHANGE, _In.HANDLER_RUN): (_ANSWERING, _Out.RUN_HANDLER),
@@ -299,6 +303,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._hub = hub
         self._wake = wake
         self._keepalive_interval = keepalive_interval
+        self._ask_timeout = settings.ask_timeout
         self._ask_deadline = now + settings.ask_timeout
         self._connection = ServerConnection(
             token=settings.token, profile=settings.profile, channel_ids=settings.channel_ids
@@ -568,15 +573,29 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         # The peer went away (a path or an exchange has nobody to answer any
         # more), or the ask was refused: the connection says what is left.
         self._unsubscribe(PathEnd.PEER_CLOSED)
-        self._exchange = None
+        self._abandon()
         self._outbox += self._connection.data_to_send()
         if isinstance(value, AskRefused):
             self._refused(value.status, value.reason)
+
+    def _abandon(self) -> None:
+        """The peer went away before its exchange's answer: nobody is answered; counted."""
+        if self._exchange is None:
+            return
+        self._exchange = None
+        with self._lock:
+            self._totals.abandoned += 1
+        self._answered(CALLER_GONE, counted=False)
 
     def _refuse_busy(self, value: object) -> None:
         reason = "the server is serving as many connections as it may; try again later"
         self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
         self._refused(503, reason)
+
+    def _expire(self, value: object) -> None:
+        with self._lock:
+            self._totals.expired += 1
+        self._report(AskExpiredReport(peer=self._peer, ask_timeout=self._ask_timeout))
 
     def _refuse_crowded(self, value: object) -> None:
         reason = (
@@ -631,9 +650,10 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             self._outbox += answer
             self._answered(outcome)
 
-    def _answered(self, outcome: str) -> None:
-        with self._lock:
-            self._totals.exchanges_answered += 1
+    def _answered(self, outcome: str, *, counted: bool = True) -> None:
+        if counted:
+            with self._lock:
+                self._totals.exchanges_answered += 1
         ask = self._connection.ask
         exchange = ask.exchange.name.lower() if ask is not None else "exchange"
         self._report(
@@ -669,7 +689,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
 
     def _drop(self, value: object) -> None:
         self._unsubscribe(PathEnd.LOST)
-        self._exchange = None
+        self._abandon()
         self._release()
 
     def _cut_off(self, value: object) -> None:
@@ -731,5 +751,6 @@ _HANDLERS: Final[Mapping[ServingOutcome, Handler[Any]]] = {
     _Out.DROP: ServingConnection._drop,
     _Out.REFUSE_BUSY: ServingConnection._refuse_busy,
     _Out.REFUSE_CROWDED: ServingConnection._refuse_crowded,
+    _Out.EXPIRE: ServingConnection._expire,
     _Out.CUT_OFF: ServingConnection._cut_off,
 }

@@ -190,7 +190,7 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
         assert after.final == Close(linger=2.0)
     elif outcome not in (Out.REFUSE_BUSY, Out.REFUSE_CROWDED, Out.REFUSE, Out.CUT_OFF):
         assert after.final == before.final
-    if outcome in (Out.NOTHING, Out.SILENCE, Out.RUN_HANDLER, Out.CLOSE):
+    if outcome in (Out.NOTHING, Out.SILENCE, Out.EXPIRE, Out.RUN_HANDLER, Out.CLOSE):
         assert (added, after.subscribers, after.exchange) == (
             b"",
             before.subscribers,
