@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from diverge_notifications.cli import EXIT_BROKEN
+from diverge_notifications.cli import EXIT_BROKEN, EXIT_OK
 from tests.interop import cli_command, cli_env
 
 #: The issue's bound on ``listen --once`` against a head that never ends.
@@ -134,3 +134,36 @@ def test_heads_that_never_end_and_a_poison_stream_hold_no_listener() -> None:
     for process, (_out, err) in zip(heads, ended, strict=True):
         assert process.returncode == EXIT_BROKEN, err
         assert b"listen: the path broke: head timeout: " in err
+
+
+def frame(message: bytes) -> bytes:
+    return struct.pack(">I", len(message)) + message
+
+
+def three_bad_messages_then_a_good_one(sock: socket.socket, stop: threading.Event) -> None:
+    good = b'\x00{"method":"notifications/progress","params":{"progressToken":1,"progress":1}}'
+    sock.sendall(
+        b"HTTP/1.1 200 OK\r\n"
+        b"Content-Type: application/vnd.diverge.messages\r\n"
+        b"Content-Location: /mcp/notifications/bad\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+        + chunk(frame(b"\x09{}") * 3 + frame(good))
+        + b"0\r\n\r\n"
+    )
+
+
+def test_messages_listen_rejects_are_said_on_standard_error_without_events() -> None:
+    server = HostileServer(three_bad_messages_then_a_good_one)
+    try:
+        process = listen(server.url, "--once")
+        out, err = process.communicate(timeout=30)
+    finally:
+        server.close()
+    assert process.returncode == EXIT_OK, err
+    assert out.count(b"notifications/progress") == 1
+    said = [line for line in err.splitlines() if b"rejected" in line]
+    assert said == [
+        b"listen: a message was rejected (3 bytes): unknown message tag 9 "
+        b"(0 is a notification, 1 an error)",
+        b"listen: 3 messages rejected on this path in all",
+    ]
