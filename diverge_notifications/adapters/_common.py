@@ -315,9 +315,16 @@ def log_report(report: ServeReport) -> None:
             report.ask_timeout,
         )
     elif type(report) is reports.ExchangeReport:
-        level = logging.ERROR if report.outcome.startswith("internal error") else logging.DEBUG
         if report.outcome == reports.CALLER_GONE:
-            level = logging.INFO
+            logger.info(
+                "exchange %s (%s) from %s %s",
+                report.channel,
+                report.exchange,
+                report.peer,
+                report.outcome,
+            )
+            return
+        level = logging.ERROR if report.outcome.startswith("internal error") else logging.DEBUG
         logger.log(
             level,
             "exchange %s (%s) from %s answered: %s",
@@ -485,8 +492,8 @@ class ServerBase:
         seconds are waited for (:meth:`Hub.room_for`); a path that did not
         drops what does not fit, counted. ``wake`` is called once, when a
         queue that had no room takes notifications out or closes; then, or
-        after :meth:`_room_wait` seconds at most (when a path it waits for
-        may have stopped moving), try again.
+        after ``_room_wait`` seconds at most (when a path it waits for may
+        have stopped moving), try again.
         """
         hub = self.hub
         now = self._clock()

@@ -3,7 +3,8 @@
 A :class:`~.serve.ServingConnection` calls its ``report`` callback with
 one of these when something an operator wants to see happens: an ask
 refused (with its status and the peer), a path opened, a path ended (how,
-and what it sent and dropped), an exchange answered. The adapters log them
+and what it sent and dropped), an exchange answered (or its caller gone),
+a connection closed at its ask's deadline. The adapters log them
 (``diverge_notifications.server``); ``serve`` on the command line prints the
 end of every path. Like events, reports are frozen, slotted, keyword-only
 attrs classes.
