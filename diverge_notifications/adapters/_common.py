@@ -357,13 +357,20 @@ def handler_timed_out(serving: ServingConnection, ask: Ask, timeout: float) -> N
 
 
 def call_exchange_handler(
-    serving: ServingConnection, handler: Callable[[Ask], ExchangeResult], ask: Ask, timeout: float
+    serving: ServingConnection,
+    handler: Callable[[Ask], ExchangeResult],
+    ask: Ask,
+    timeout: float,
+    *,
+    before: Callable[[], None] | None = None,
 ) -> None:
     """Perform ``RunHandler(ask)`` with a handler that returns its answer (the blocking adapter).
 
     The handler runs on a thread of its own, so that one that hangs costs
     only that thread: past ``timeout`` seconds it is left behind (a thread
     cannot be cancelled) and the exchange is answered an internal error.
+    ``before`` is called before the answer is reported (to report a caller
+    that hung up meanwhile).
     """
     results: list[object] = []
 
@@ -376,6 +383,8 @@ def call_exchange_handler(
     worker = threading.Thread(target=call, name="diverge-exchange-handler", daemon=True)
     worker.start()
     worker.join(timeout)
+    if before is not None:
+        before()
     if results:
         _report(serving, results[0], ask)
     else:

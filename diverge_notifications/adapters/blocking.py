@@ -452,7 +452,13 @@ class _Connection:
                 elif type(action) is actions.RunHandler:
                     assert settings.exchange_handler is not None
                     handler, timeout = settings.exchange_handler, settings.exchange_timeout
-                    call_exchange_handler(serving, handler, action.ask, timeout)
+                    call_exchange_handler(
+                        serving,
+                        handler,
+                        action.ask,
+                        timeout,
+                        before=lambda: _hung_up(serving, sock),
+                    )
                 else:
                     assert type(action) is actions.Close
                     close_as(sock, action)
@@ -664,6 +670,25 @@ class Wakeup:
     def close(self) -> None:
         self._reader.close()
         self._writer.close()
+
+
+def _hung_up(serving: ServingConnection, sock: socket.socket) -> None:
+    """Report the peer's end of file if it closed while its handler ran (the thread read nothing).
+
+    A plain socket is peeked at without waiting; over TLS nothing can be
+    peeked at, and a caller gone shows only if writing its answer fails.
+    """
+    flags = socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0)
+    if isinstance(sock, ssl.SSLSocket) or flags == socket.MSG_PEEK:
+        return
+    try:
+        gone = sock.recv(1, flags) == b""
+    except (BlockingIOError, InterruptedError):
+        return
+    except OSError:
+        gone = True
+    if gone:
+        serving.data_received(time.monotonic(), b"")
 
 
 def sent(sock: socket.socket, data: bytes, stall_timeout: float) -> bool:

@@ -201,8 +201,9 @@ def test_an_exchange_whose_caller_hung_up_is_counted_and_logged(
 ) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     adapter = request.node.callspec.params["serve"]
-    if adapter == "blocking":
-        pytest.skip("the blocking server runs a handler on the connection's thread, unread")
+
+    def slow_blocking(ask: Ask) -> None:
+        time.sleep(0.5)
 
     async def slow_asyncio(ask: Ask) -> None:
         await asyncio.sleep(0.5)
@@ -210,7 +211,7 @@ def test_an_exchange_whose_caller_hung_up_is_counted_and_logged(
     async def slow_trio(ask: Ask) -> None:
         await trio.sleep(0.5)
 
-    handler = {"asyncio": slow_asyncio, "trio": slow_trio}
+    handler = {"asyncio": slow_asyncio, "trio": slow_trio, "blocking": slow_blocking}
     served = serve(Hub(), exchange_handler=handler[adapter])
     endpoint = parse_url(served.url)
     with socket.create_connection((endpoint.host, endpoint.port), timeout=HANG) as caller:
