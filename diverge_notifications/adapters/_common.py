@@ -118,6 +118,8 @@ class ListenOptions(TypedDict, total=False):
     ssl: ssl.SSLContext | None
     #: Send the token over plain ``http://`` to a host that is not loopback.
     allow_plaintext_token: bool
+    #: Seconds the answer's head may take to be complete; then the path is broken.
+    head_timeout: float
 
 
 class ServeOptions(TypedDict, total=False):
@@ -145,6 +147,10 @@ class ServeOptions(TypedDict, total=False):
     stall_timeout: float
     #: Connections served at once (``None``: no limit); beyond, 503 with ``Retry-After``.
     max_connections: int | None
+    #: The share of ``max_connections`` one peer address may hold at once.
+    address_share: float
+    #: Seconds a path may take no byte before a waiting publisher stops waiting for it.
+    slow_after: float
     #: The listening socket's backlog.
     backlog: int
     #: Seconds an exchange handler may run before it is cancelled (internal error).
@@ -403,7 +409,22 @@ def log_report(report: ServeReport) -> None:
             report.peer,
             reports.audience_note(report.audience),
         )
+    elif type(report) is reports.AskExpiredReport:
+        logger.info(
+            "connection from %s closed: no complete ask within %g s",
+            report.peer,
+            report.ask_timeout,
+        )
     elif type(report) is reports.ExchangeReport:
+        if report.outcome == reports.CALLER_GONE:
+            logger.info(
+                "exchange %s (%s) from %s %s",
+                report.channel,
+                report.exchange,
+                report.peer,
+                report.outcome,
+            )
+            return
         level = logging.ERROR if report.outcome.startswith("internal error") else logging.DEBUG
         logger.log(
             level,
@@ -438,13 +459,20 @@ def handler_timed_out(serving: ServingConnection, ask: Ask, timeout: float) -> N
 
 
 def call_exchange_handler(
-    serving: ServingConnection, handler: Callable[[Ask], ExchangeResult], ask: Ask, timeout: float
+    serving: ServingConnection,
+    handler: Callable[[Ask], ExchangeResult],
+    ask: Ask,
+    timeout: float,
+    *,
+    before: Callable[[], None] | None = None,
 ) -> None:
     """Perform ``RunHandler(ask)`` with a handler that returns its answer (the blocking adapter).
 
     The handler runs on a thread of its own, so that one that hangs costs
     only that thread: past ``timeout`` seconds it is left behind (a thread
     cannot be cancelled) and the exchange is answered an internal error.
+    ``before`` is called before the answer is reported (to report a caller
+    that hung up meanwhile).
     """
     results: list[object] = []
 
@@ -457,6 +485,8 @@ def call_exchange_handler(
     worker = threading.Thread(target=call, name="diverge-exchange-handler", daemon=True)
     worker.start()
     worker.join(timeout)
+    if before is not None:
+        before()
     if results:
         _report(serving, results[0], ask)
     else:
@@ -515,6 +545,8 @@ class ServerBase:
         self._connections: set[Any] = set()
         #: Set by close(): from then on, what is accepted is closed at once.
         self._closing = False
+        #: How long a publisher that found no room waits at most before it asks again.
+        self._room_wait = self._settings.slow_after
 
     @property
     def connections(self) -> int:
@@ -567,14 +599,26 @@ class ServerBase:
     def _publish_if_room(self, item: object, wake: Callable[[], None]) -> int | None:
         """Publish ``item`` if every queue it reaches has room; else ``None``, and ``wake`` later.
 
-        ``wake`` is called once, when a queue that had no room takes
-        notifications out or closes (a stalled path is cut off after
-        ``stall_timeout``, so the wait is bounded); then try again.
+        Only the queues of paths that took bytes within ``slow_after``
+        seconds are waited for (:meth:`Hub.room_for`); a path that did not
+        drops what does not fit, counted. ``wake`` is called once, when a
+        queue that had no room takes notifications out or closes; then, or
+        after ``_room_wait`` seconds at most (when a path it waits for may
+        have stopped moving), try again.
         """
-        if self.hub.room_for(item):
-            return self.hub.publish(item)
-        self.hub.when_room(wake)
+        hub = self.hub
+        now = self._clock()
+        slow_after = self._settings.slow_after
+        if hub.room_for(item, now=now, slow_after=slow_after):
+            return hub.publish(item)
+        slow_at = hub.slow_at
+        self._room_wait = slow_after if slow_at is None else max(slow_at - now, 0.0)
+        hub.when_room(wake)
         return None
+
+    def _clock(self) -> float:
+        """The adapter's monotonic clock, the one its connections' drivers are told."""
+        raise NotImplementedError
 
 
 class _Event(Protocol):
@@ -621,7 +665,12 @@ class AsyncServerBase(ServerBase):
             published = self._publish_if_room(notification, room.set)
             if published is not None:
                 return published
-            await room.wait()
+            # Woken by room, or when a path it waits for may have stopped moving.
+            await self._wait_at_most(room, self._room_wait)
+
+    async def _wait_at_most(self, event: _Event, seconds: float) -> None:
+        """Wait for ``event``, ``seconds`` at most."""
+        raise NotImplementedError
 
 
 _Started = TypeVar("_Started")

@@ -179,6 +179,13 @@ class Server(AsyncServerBase):
         self._writing: set[_Connection] = set()
         self._sweeper: asyncio.TimerHandle | None = None
 
+    def _clock(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def _wait_at_most(self, event: Any, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await within(event.wait(), seconds)
+
     async def _start(self, host: str, port: int) -> Server:
         self._loop = asyncio.get_running_loop()
         settings = self._settings  # the handshake is part of the time an ask may take

@@ -311,8 +311,12 @@ class Server(ServerBase, ClosedOnExit):
                 return self.hub.publish(item)
             notification = as_notification(item) or item  # decoded once, however long the wait
             while (published := self._publish_if_room(notification, self._room.notify_all)) is None:
-                self._room.wait()
+                # Woken by room, or when a path it waits for may have stopped moving.
+                self._room.wait(self._room_wait)
             return published
+
+    def _clock(self) -> float:
+        return time.monotonic()
 
     def _accept(self) -> None:
         selector = self._selector
@@ -452,7 +456,13 @@ class _Connection:
                 elif type(action) is actions.RunHandler:
                     assert settings.exchange_handler is not None
                     handler, timeout = settings.exchange_handler, settings.exchange_timeout
-                    call_exchange_handler(serving, handler, action.ask, timeout)
+                    call_exchange_handler(
+                        serving,
+                        handler,
+                        action.ask,
+                        timeout,
+                        before=lambda: _hung_up(serving, sock),
+                    )
                 else:
                     assert type(action) is actions.Close
                     close_as(sock, action)
@@ -708,6 +718,25 @@ class Wakeup:
     def close(self) -> None:
         self._reader.close()
         self._writer.close()
+
+
+def _hung_up(serving: ServingConnection, sock: socket.socket) -> None:
+    """Report the peer's end of file if it closed while its handler ran (the thread read nothing).
+
+    A plain socket is peeked at without waiting; over TLS nothing can be
+    peeked at, and a caller gone shows only if writing its answer fails.
+    """
+    flags = socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0)
+    if isinstance(sock, ssl.SSLSocket) or flags == socket.MSG_PEEK:
+        return
+    try:
+        gone = sock.recv(1, flags) == b""
+    except (BlockingIOError, InterruptedError):
+        return
+    except OSError:
+        gone = True
+    if gone:
+        serving.data_received(time.monotonic(), b"")
 
 
 def sent(sock: socket.socket, data: bytes, progress: WriteProgress) -> bool:

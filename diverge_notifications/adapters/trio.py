@@ -219,6 +219,13 @@ class Server(AsyncServerBase):
                     del deadlines[connection]
                     connection.wake()
 
+    def _clock(self) -> float:
+        return trio.current_time()
+
+    async def _wait_at_most(self, event: Any, seconds: float) -> None:
+        with trio.move_on_after(seconds):
+            await event.wait()
+
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         while True:
             try:

@@ -203,6 +203,7 @@ class Bridge:
         # Messages dropped for their size by the connections that ended, and
         # the one that is up.
         self._dropped = 0
+        self._invalid = 0
         self._link: Link | None = None
         # Connected, and not forwarded to until it was asked for everything.
         self._connecting: Client | None = None
@@ -223,6 +224,11 @@ class Bridge:
     def dropped(self) -> int:
         """Messages not relayed because they were larger than the limit, over all connections."""
         return self._dropped + (self._link.dropped if self._link is not None else 0)
+
+    @property
+    def invalid(self) -> int:
+        """Lines of the server that were no JSON-RPC message (stdio), over all connections."""
+        return self._invalid + (self._link.invalid if self._link is not None else 0)
 
     # -- the loop -------------------------------------------------------------
 
@@ -296,6 +302,7 @@ class Bridge:
                 fall_back = False
             finally:
                 self._dropped += link.dropped
+                self._invalid += link.invalid
                 self._link = None
             reason = link.reason or "the MCP session ended"
             if not fall_back:
@@ -358,6 +365,7 @@ class Bridge:
                 env=spec.env,
                 cwd=spec.cwd,
                 max_line_size=self._settings.max_message_size,
+                name=self.name,
             )
         assert spec.url is not None
         return http_transport(

@@ -13,13 +13,15 @@ class Link:
     The transport marks it lost when the server goes away (the first reason
     wins); the session watching it then ends. ``dropped`` counts the
     messages the transport did not pass on because they were larger than
-    its limit. Create it inside the event loop.
+    its limit; ``invalid`` the lines that were no JSON-RPC message. Create
+    it inside the event loop.
     """
 
     def __init__(self) -> None:
         self.lost = anyio.Event()
         self.reason: str | None = None
         self.dropped = 0
+        self.invalid = 0
 
     def mark_lost(self, reason: str) -> None:
         """The server went away, for ``reason``."""

@@ -45,8 +45,44 @@ _STRAY_LINES = 3
 _STRAY_CHARS = 160
 
 
-def _dropped(max_size: int) -> None:
-    logger.warning("dropped a message longer than %d bytes from the MCP server", max_size)
+def _dropped(name: str, max_size: int) -> None:
+    logger.warning("dropped a message longer than %d bytes from MCP server %r", max_size, name)
+
+
+class _InvalidLines:
+    """Counts the lines of a server that are no JSON-RPC message, and logs them once a burst.
+
+    The first invalid line of a burst is logged with why; the burst ends at
+    the next valid line (or the end of the output), and then how many were
+    invalid in all is logged, if more than one: a server that writes junk
+    without end costs two log lines per burst, not one per line.
+    """
+
+    def __init__(self, name: str, link: Link) -> None:
+        self._name = name
+        self._link = link
+        self._burst = 0
+
+    def invalid(self, line: bytes, error: Exception) -> None:
+        self._link.invalid += 1
+        self._burst += 1
+        if self._burst == 1:
+            why = str(error).splitlines()[0] if str(error) else type(error).__name__
+            logger.warning(
+                "MCP server %r wrote a line that is no JSON-RPC message (%d bytes), dropped: %s",
+                self._name,
+                len(line),
+                why,
+            )
+
+    def valid(self) -> None:
+        if self._burst > 1:
+            logger.warning(
+                "MCP server %r wrote %d lines in a row that are no JSON-RPC message, dropped",
+                self._name,
+                self._burst,
+            )
+        self._burst = 0
 
 
 def _stray(line: bytes) -> str:
@@ -98,6 +134,7 @@ async def stdio_transport(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     max_line_size: int = DEFAULT_MAX_LINE_SIZE,
+    name: str = "",
 ) -> AsyncIterator[
     tuple[
         MemoryObjectReceiveStream[SessionMessage | Exception],
@@ -113,7 +150,8 @@ async def stdio_transport(
     breaks. The environment is the SDK's safe default plus ``env``;
     the server's standard error goes where this process's goes. On exit
     the server's input is closed, it gets a moment to exit, then its process
-    group is terminated.
+    group is terminated. Lines that are no JSON-RPC message are counted in
+    ``link.invalid`` and logged once a burst, naming the server (``name``).
     """
     environment = get_default_environment() | dict(env or {})
     process = await anyio.open_process(
@@ -134,7 +172,8 @@ async def stdio_transport(
 
     async def read_stdout() -> None:
         assert process.stdout is not None
-        lines = PlainLineSplitter(max_line_size, on_drop=lambda: _dropped(max_line_size))
+        lines = PlainLineSplitter(max_line_size, on_drop=lambda: _dropped(name, max_line_size))
+        invalid = _InvalidLines(name, link)
         try:
             async with read_send:
                 async for chunk in process.stdout:
@@ -147,11 +186,12 @@ async def stdio_transport(
                             continue
                         relay(line)
                         parsed = _parse(line)
-                        if isinstance(parsed, Exception) and len(stray) < _STRAY_LINES:
-                            stray.append(line)
-                            logger.warning(
-                                "the MCP server wrote a line that is not JSON-RPC: %s", _stray(line)
-                            )
+                        if isinstance(parsed, Exception):
+                            invalid.invalid(line, parsed)
+                            if len(stray) < _STRAY_LINES:
+                                stray.append(line)
+                        else:
+                            invalid.valid()
                         await read_send.send(parsed)
                 # Told before the session hears of the end, so that the reason is this one.
                 if not stopping:
@@ -161,6 +201,7 @@ async def stdio_transport(
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:
+            invalid.valid()  # the end of the output ends a burst
             if not stopping:
                 link.mark_lost(describe_exit(process.returncode, stray))
 

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from ..sansio import (
     Event,
+    MessageRejected,
     NotificationReceived,
     NotServed,
     StreamBroken,
@@ -31,7 +32,7 @@ from ..sansio import (
     StreamOpened,
 )
 from ..sansio.client.urls import base_url_hint
-from ..sansio.events import AttemptsExhausted
+from ..sansio.events import TERMINAL_EVENTS, AttemptsExhausted
 from .output import (
     closed_stdout,
     event_record,
@@ -113,19 +114,36 @@ def trouble_line(event: Event) -> str | None:
         return f"listen: the server ended the path with error {error.code}: {message}"
     if isinstance(event, StreamBroken):
         return f"listen: the path broke: {visible(event.reason)}"
+    if isinstance(event, MessageRejected):
+        size = len(event.payload)
+        return f"listen: a message was rejected ({size} bytes): {visible(str(event.error))}"
     return None
 
 
 class _TroubleReporter:
-    """Says each :func:`trouble_line` once, until another one or a ``StreamOpened``."""
+    """Says each :func:`trouble_line` once, until another one or a ``StreamOpened``.
+
+    Of the messages a path rejects, the first is said (which, and why), and
+    at the path's end how many were rejected in all, if more: two lines at
+    most, however many.
+    """
 
     def __init__(self) -> None:
         self._last: str | None = None
+        self._rejected = 0
 
     def event(self, event: Event) -> None:
         if isinstance(event, StreamOpened):
             self._last = None
             return
+        if isinstance(event, MessageRejected):
+            self._rejected += 1
+            if self._rejected > 1:
+                return
+        elif type(event) in TERMINAL_EVENTS:
+            if self._rejected > 1:
+                say(f"listen: {self._rejected} messages rejected on this path in all")
+            self._rejected = 0
         line = trouble_line(event)
         if line is not None and line != self._last:
             self._last = line

@@ -169,6 +169,40 @@ def _serve_limits(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"connections the listening socket holds before they are accepted ({DEFAULT_BACKLOG})",
     )
+    _fairness_options(parser)
+
+
+def _share(text: str) -> float:
+    """A fraction more than 0 and at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1: {text!r}")
+    return value
+
+
+def _fairness_options(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s options against one peer harming the others (docs/cli.md)."""
+    from ..sansio.drivers.settings import DEFAULT_ADDRESS_SHARE, DEFAULT_SLOW_AFTER
+
+    parser.add_argument(
+        "--address-share",
+        type=_share,
+        default=DEFAULT_ADDRESS_SHARE,
+        metavar="FRACTION",
+        help="the share of --max-connections one peer address may hold at once; beyond, 503 "
+        f"({DEFAULT_ADDRESS_SHARE:g})",
+    )
+    parser.add_argument(
+        "--slow-after",
+        type=_positive_seconds,
+        default=DEFAULT_SLOW_AFTER,
+        metavar="SECONDS",
+        help="--stdin waits for room only on paths that took bytes within this long; for "
+        f"the others what does not fit is dropped, counted ({DEFAULT_SLOW_AFTER:g})",
+    )
 
 
 def _port(text: str) -> int:

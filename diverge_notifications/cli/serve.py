@@ -31,7 +31,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from ..sansio import FrameError, Hub, Interest, LogLevel, Notification
-from ..sansio.drivers.reports import PathEndedReport, ServeReport, audience_note
+from ..sansio.drivers.reports import (
+    CALLER_GONE,
+    AskExpiredReport,
+    ExchangeReport,
+    PathEndedReport,
+    ServeReport,
+    audience_note,
+)
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
 from ..sansio.mcp.json import parse
 from ..sansio.server.counts import ServerStats
@@ -216,6 +223,16 @@ def _report_path_end(report: ServeReport) -> None:
         )
 
 
+def _report_unseen(report: ServeReport) -> None:
+    """Say on standard error what ends with no answer: an ask past its deadline, a caller gone."""
+    if type(report) is AskExpiredReport:
+        say(
+            f"connection from {report.peer} closed: no complete ask within {report.ask_timeout:g} s"
+        )
+    elif type(report) is ExchangeReport and report.outcome == CALLER_GONE:
+        say(f"exchange {report.channel} ({report.exchange}) from {report.peer} {CALLER_GONE}")
+
+
 def _summary(stats: ServerStats) -> str:
     """The last line ``serve`` prints: what the server did, in all."""
     refusals = " ".join(f"{status}={count}" for status, count in stats.refusals.items())
@@ -223,7 +240,16 @@ def _summary(stats: ServerStats) -> str:
         f"served {stats.asks_served} asks ({stats.paths_served} paths, "
         f"{stats.exchanges_answered} exchanges): {stats.notifications_sent} sent, "
         f"{stats.notifications_dropped} dropped, {stats.paths_stalled} paths cut off as "
-        f"stalled, refusals: {refusals or 'none'}"
+        f"stalled, refusals: {refusals or 'none'}{_unseen(stats)}"
+    )
+
+
+def _unseen(stats: ServerStats) -> str:
+    """The summary's counts of what ended without an answer or failed: what no path line says."""
+    return (
+        f", {stats.handler_failures} handler failures, {stats.exchanges_abandoned} exchanges "
+        f"abandoned by their caller, {stats.asks_expired} connections closed at the ask "
+        f"deadline, {stats.connections_crowded} refused for their address's share"
     )
 
 
@@ -243,6 +269,7 @@ async def _serve(
 
     def on_report(report: ServeReport) -> None:
         _report_path_end(report)
+        _report_unseen(report)
         if replica is not None:
             replica.report(report)
 
@@ -256,6 +283,8 @@ async def _serve(
             exchange_handler=None if relay is None else relay.handle_exchange,
             stall_timeout=args.stall_timeout,
             max_connections=args.max_connections,
+            address_share=args.address_share,
+            slow_after=args.slow_after,
             backlog=args.backlog,
             on_report=on_report,
             interest=_interest(args),

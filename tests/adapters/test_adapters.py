@@ -1077,8 +1077,9 @@ def test_listen_driver_without_io() -> None:
     broken, reask, retry = ended.items
     assert broken == StreamBroken(reason="idle timeout: no data for 6 s")
     assert isinstance(reask, ReaskNeeded) and isinstance(retry, RetryScheduled)
-    # A path that delivered a notification was healthy: the count starts over.
-    assert retry.attempt == 1
+    # A path that delivered, then broke before healthy_after, was not healthy:
+    # a poison stream must not reset the count (a clean end would).
+    assert retry.attempt == 2
     sleep = driver.next_action(106.1)
     assert isinstance(sleep, Sleep) and sleep.delay == pytest.approx(retry.delay)
     assert isinstance(driver.next_action(106.1 + retry.delay), Connect)

@@ -227,7 +227,9 @@ def read_all(sock: socket.socket) -> bytes:
 
 def test_a_waiting_feeder_loses_nothing_for_a_listener_that_reads(serve: ServeFactory) -> None:
     hub = Hub()  # queues of 1024: far fewer than what is fed
-    served = serve(hub)
+    # The listener is a thread of this busy process: on a loaded machine it may
+    # take nothing for longer than the default slow_after, and be dropped for.
+    served = serve(hub, slow_after=HANG)
     listening = opened(served.url)
     sent = [numbered(index) for index in range(FED)]
     feeder = threading.Thread(target=served.feed, args=(sent,), daemon=True)

@@ -828,5 +828,7 @@ def test_serve_without_stdout_serves() -> None:
             f"serving on {url}".encode(),
             b"path c1 ended (clean): 0 sent, 0 dropped",
             b"served 1 asks (1 paths, 0 exchanges): 0 sent, 0 dropped, "
-            b"0 paths cut off as stalled, refusals: none",
+            b"0 paths cut off as stalled, refusals: none, 0 handler failures, "
+            b"0 exchanges abandoned by their caller, 0 connections closed at the ask deadline, "
+            b"0 refused for their address's share",
         ]

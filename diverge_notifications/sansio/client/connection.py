@@ -50,6 +50,7 @@ from .heads import HeadReader, Refusal, path_channel
 from .sequence import PathState, SequenceMachine
 
 __all__ = [
+    "MAX_INFORMATIONAL_HEADS",
     "PROXY_TRANSITIONS",
     "AnswerState",
     "ExchangeConnection",
@@ -147,6 +148,9 @@ PROXY_TRANSITIONS: Final[
 
 # How many complete frames one step of next_event() hands to the rules, and
 # how many bytes of them: a run of short messages at once, a large one alone.
+#: Informational (1xx) heads an answer may have before its own; one more breaks the ask.
+MAX_INFORMATIONAL_HEADS: Final = 4
+
 # What is decoded ahead of the caller stays alive until it is taken, and a
 # few large messages alive at once make each allocation dearer.
 _FRAMES_PER_STEP: Final = 64
@@ -212,6 +216,7 @@ class _AskConnection(TableMachine[ProxyState, ProxyInput], Generic[_R]):
         "_decoder",
         "_eof",
         "_heads",
+        "_informational",
         "_lost",
         "_max_head_size",
         "_queued",
@@ -255,6 +260,8 @@ class _AskConnection(TableMachine[ProxyState, ProxyInput], Generic[_R]):
         self._lost: str | None = None
         self._body: BodyReader | None = None
         self._status: int | None = None
+        #: Informational (1xx) heads read so far.
+        self._informational = 0
         self._channel: str | None = None
         self._refusal_reader: Refusal | None = None
 
@@ -406,7 +413,16 @@ class _AskConnection(TableMachine[ProxyState, ProxyInput], Generic[_R]):
             self._move(ProxyInput.ABRUPT_END, head.reason)
             return True
         if type(head) is h11.InformationalResponse:
-            self._move(ProxyInput.INFORMATIONAL, str(head.status_code))
+            self._informational += 1
+            if self._informational > MAX_INFORMATIONAL_HEADS:
+                # An endless run of them would hold the ask with no answer for ever.
+                self._move(
+                    ProxyInput.ABRUPT_END,
+                    f"more than {MAX_INFORMATIONAL_HEADS} informational (1xx) heads "
+                    "before the answer",
+                )
+            else:
+                self._move(ProxyInput.INFORMATIONAL, str(head.status_code))
             return True
         assert type(head) is h11.Response
         self._status = head.status_code

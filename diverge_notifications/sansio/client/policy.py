@@ -13,10 +13,14 @@ The delay before a re-ask is exponential backoff with full jitter::
     delay = random * min(cap, base * factor ** failures)
 
 where ``failures`` counts the consecutive *unhealthy* path ends. A path is
-healthy when it delivered at least one notification or stayed open for
-``healthy_after`` seconds; only a healthy path resets the count. So a server
-that accepts an ask and closes it at once makes the delay grow up to ``cap``
-instead of making the proxy reconnect in a tight loop, and the optional
+healthy when it stayed open for ``healthy_after`` seconds, or when it
+delivered at least one notification and ended cleanly (``ask_ended(...,
+clean=True)``: the server ended it, by its end or its error); only a
+healthy path resets the count. So a server that accepts an ask and closes
+it at once makes the delay grow up to ``cap`` instead of making the proxy
+reconnect in a tight loop, and so does one that sends a good notification
+and then breaks every path (a frame too large, say): a delivery alone
+resets nothing unless the path lived ``healthy_after``. The optional
 ``max_attempts`` ends a run of unhealthy ends with an
 :class:`AttemptsExhausted` event rather than giving up silently.
 
@@ -165,17 +169,20 @@ class PolicyState(TableEnum):
 class PolicyInput(TableEnum):
     """What the caller tells the policy.
 
-    ``ask_ended()`` is one of three inputs, chosen by what the path did:
-    healthy (a notification, or open for ``healthy_after`` seconds),
-    unhealthy under ``max_attempts``, or the unhealthy end that reaches it.
+    ``ask_ended()`` is one of five inputs, chosen by what the path did:
+    open for ``healthy_after`` seconds; shorter, but ended cleanly after a
+    notification; shorter and broken after a notification; shorter with no
+    notification; or either of the last two when it reaches ``max_attempts``.
     """
 
     EXCHANGE_COMPLETED = "exchange_completed()"
     ASK_STARTED = "ask_started()"
     PATH_OPENED = "path_opened()"
     NOTIFICATION = "notification_received()"
-    HEALTHY_END = "ask_ended(), healthy"
-    UNHEALTHY_END = "ask_ended(), unhealthy"
+    HEALTHY_END = "ask_ended(), open for healthy_after"
+    CLEAN_END = "ask_ended(), clean, after a notification"
+    BROKEN_END = "ask_ended(), broken, after a notification"
+    UNHEALTHY_END = "ask_ended(), nothing delivered"
     LAST_END = "ask_ended(), unhealthy, limit reached"
 
 
@@ -225,6 +232,11 @@ POLICY_TRANSITIONS: Final[
     (_ASKING, PolicyInput.UNHEALTHY_END): (_IDLE, PolicyOutcome.RETRY_COUNTED),
     (_ASKING, PolicyInput.LAST_END): (_EXHAUSTED, PolicyOutcome.GIVE_UP),
     (_OPEN, PolicyInput.HEALTHY_END): (_IDLE, PolicyOutcome.RETRY_RESET),
+    # A short path that delivered resets the count only if the server ended
+    # it: one that breaks every path after a good notification (a poison
+    # stream) must not be asked again at the base delay for ever.
+    (_OPEN, PolicyInput.CLEAN_END): (_IDLE, PolicyOutcome.RETRY_RESET),
+    (_OPEN, PolicyInput.BROKEN_END): (_IDLE, PolicyOutcome.RETRY_COUNTED),
     (_OPEN, PolicyInput.UNHEALTHY_END): (_IDLE, PolicyOutcome.RETRY_COUNTED),
     (_OPEN, PolicyInput.LAST_END): (_EXHAUSTED, PolicyOutcome.GIVE_UP),
 }
@@ -270,8 +282,9 @@ class ProxyPolicy(TableMachine[PolicyState, PolicyInput]):
     :data:`POLICY_TRANSITIONS`) raise :class:`LocalProtocolError`.
 
     ``healthy_after`` (seconds, positive, may be ``math.inf`` so that only a
-    notification counts) is how long a path with no notification must stay
-    open to reset the failure count. ``max_attempts`` (a positive int, or
+    clean end after a notification counts) is how long a path must stay
+    open to reset the failure count; a shorter one resets it only when it
+    delivered a notification and ended cleanly. ``max_attempts`` (a positive int, or
     ``None`` for no limit) bounds the consecutive unhealthy ends.
     """
 
@@ -404,16 +417,21 @@ class ProxyPolicy(TableMachine[PolicyState, PolicyInput]):
         """A notification arrived on the open path."""
         self._fire(POLICY_TRANSITIONS, _HANDLERS, PolicyInput.NOTIFICATION)
 
-    def ask_ended(self, now: float, random: float) -> RetryScheduled | AttemptsExhausted:
+    def ask_ended(
+        self, now: float, random: float, *, clean: bool = False
+    ) -> RetryScheduled | AttemptsExhausted:
         """The ask is over at ``now``: its path ended, or no connection was made.
 
-        ``random`` is a uniform draw in ``[0, 1)`` for the jitter. Returns
+        ``random`` is a uniform draw in ``[0, 1)`` for the jitter. ``clean``:
+        the server ended the path (``StreamEnded`` or ``StreamErrored``), not
+        a break (``StreamBroken``, a lost connection). Returns
         :class:`RetryScheduled` (the next ask may start ``delay`` seconds
         from ``now``, see :meth:`ask_at`) or :class:`AttemptsExhausted`.
         """
         moment = self._moment(now)
         end = _End(moment, _check_random(random))
-        answer = self._fire(POLICY_TRANSITIONS, _HANDLERS, self._end_input(moment), end)
+        what = self._end_input(moment, clean is True)
+        answer = self._fire(POLICY_TRANSITIONS, _HANDLERS, what, end)
         self._last_now = moment
         # Not None: the table answers each of the three ends.
         return cast("RetryScheduled | AttemptsExhausted", answer)
@@ -424,21 +442,25 @@ class ProxyPolicy(TableMachine[PolicyState, PolicyInput]):
         """Whether the table allows an ask in the current state."""
         return (self._state, PolicyInput.ASK_STARTED) in POLICY_TRANSITIONS
 
-    def _end_input(self, now: float) -> PolicyInput:
-        """Which of the three ``ask_ended()`` inputs an end at ``now`` is.
+    def _end_input(self, now: float, clean: bool) -> PolicyInput:
+        """Which of the ``ask_ended()`` inputs an end at ``now`` is (``clean``: by the server).
 
-        Healthy when the path was noted open and delivered a notification or
-        stayed open for ``healthy_after`` seconds; a path never noted open
-        (the ask was refused, not served, or found no server) is not.
+        A path never noted open (the ask was refused, not served, or found
+        no server) delivered nothing and lived no time; what the table does
+        with each input is the rule.
         """
         opened_at = self._opened_at
-        if opened_at is not None and (
-            self._delivered > 0 or now - opened_at >= self._healthy_after
-        ):
+        if opened_at is None:
+            delivered = False
+        elif now - opened_at >= self._healthy_after:
             return PolicyInput.HEALTHY_END
+        else:
+            delivered = self._delivered > 0
+            if delivered and clean:
+                return PolicyInput.CLEAN_END
         if self._max_attempts is not None and self._failures + 1 >= self._max_attempts:
             return PolicyInput.LAST_END
-        return PolicyInput.UNHEALTHY_END
+        return PolicyInput.BROKEN_END if delivered else PolicyInput.UNHEALTHY_END
 
     def _moment(self, now: object) -> float:
         """Validate ``now``: a time, and not before one already accepted.

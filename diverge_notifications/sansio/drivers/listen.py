@@ -44,11 +44,13 @@ from ..events import (
     NotificationReceived,
     ReaskNeeded,
     StreamBroken,
+    StreamEnded,
+    StreamErrored,
     StreamOpened,
 )
 from ..mcp.model import Notification
 from ..transitions import TableEnum
-from .actions import ClientDriver, Connect, Deliver, Rules, Sleep
+from .actions import ClientDriver, Connect, Deliver, ListenAction, Receive, Rules, Sleep
 from .settings import DEFAULT_CONNECT_TIMEOUT, ClientSettings
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "ListenInput",
     "ListenOutcome",
     "ListenState",
+    "head_timeout_reason",
     "idle_timeout_reason",
 ]
 
@@ -66,6 +69,11 @@ __all__ = [
 def idle_timeout_reason(seconds: float) -> str:
     """The ``StreamBroken`` reason of a path that stayed silent too long."""
     return f"idle timeout: no data for {seconds:g} s"
+
+
+def head_timeout_reason(seconds: float) -> str:
+    """The ``StreamBroken`` reason of an answer whose head was not complete in time."""
+    return f"head timeout: the answer's head was not complete within {seconds:g} s"
 
 
 #: Added to the ``StreamBroken`` reason of a plain ``http://`` connection that ended before
@@ -107,6 +115,7 @@ class ListenInput(TableEnum):
     DATA_ENDS = "data_received(), the path ended"
     LOST = "connection_lost()"
     TIMED_OUT = "timed_out()"
+    HEAD_LATE = "next_action() or timed_out(), past the head's deadline"
 
 
 class ListenOutcome(TableEnum):
@@ -122,6 +131,7 @@ class ListenOutcome(TableEnum):
     END = "Deliver; Disconnect; the policy's answer"
     CUT = "StreamBroken (connection lost); Disconnect; the policy's answer"
     SILENCE = "StreamBroken (idle timeout); Disconnect; the policy's answer"
+    LATE = "StreamBroken (head timeout); Disconnect; the policy's answer"
 
 
 _IDLE, _CONNECTING, _OPEN, _STOPPED = ListenState
@@ -147,6 +157,9 @@ LISTEN_TRANSITIONS: Final[
     # A reset, and a silence longer than three keep-alive intervals, are abrupt ends.
     (_OPEN, _In.LOST): (_IDLE, _Out.CUT),
     (_OPEN, _In.TIMED_OUT): (_IDLE, _Out.SILENCE),
+    # An answer's head has head_timeout, however its bytes trickle in: a
+    # byte a second, or a 1xx head now and then, holds nobody for ever.
+    (_OPEN, _In.HEAD_LATE): (_IDLE, _Out.LATE),
 }
 
 
@@ -169,6 +182,9 @@ class ListenDriver(ClientDriver):
     A path that stays silent for ``3 * keepalive_interval`` seconds (not
     even a keep-alive frame) is broken: the driver ends it with
     ``StreamBroken(reason="idle timeout: no data for N s")`` and asks again.
+    So is an answer whose head is not complete ``head_timeout`` seconds
+    after the ask was sent (:func:`head_timeout_reason`), however its bytes
+    trickle in.
 
     ``url`` is the server's base URL, or its :class:`~..client.urls.Endpoint`
     already parsed (a proxy's readers). The options come whole, as
@@ -222,6 +238,10 @@ class ListenDriver(ClientDriver):
         #: True while a plain HTTP connection got nothing back and was not
         #: given up for silence: if it ends now, the server may speak TLS.
         self._tls_unsaid = False
+        #: The path of the ask ended by the server's word (its end or its error), not a break.
+        self._ended_cleanly = False
+        #: When the answer's head must be complete; ``None`` once it is, or with no ask open.
+        self._head_deadline: float | None = None
         # The first attempt's connection, made now, so that what no ask could carry is
         # refused here; the first Connect takes it.
         try:
@@ -251,8 +271,26 @@ class ListenDriver(ClientDriver):
             return _In.GIVE_UP
         ask_at = policy.ask_at()
         if ask_at is None:
-            return _In.READ
+            return self._read_or_late(now)
         return _In.ASK_LATER if ask_at > now else _In.ASK_DUE
+
+    def _read_or_late(self, now: float) -> ListenInput:
+        deadline = self._head_deadline
+        if deadline is not None and now >= deadline and self._state is _OPEN:
+            return _In.HEAD_LATE
+        return _In.READ
+
+    def next_action(self, now: float) -> ListenAction:
+        """What the adapter does next."""
+        action: ListenAction | None = super().next_action(now)
+        # A move that only queued actions (the end of an answer too slow to
+        # complete its head) gives the first of them.
+        return action if action is not None else self._actions.popleft()
+
+    def timed_out(self, now: float) -> None:
+        """``Receive`` waited its ``timeout`` and got nothing."""
+        late = self._read_or_late(now) is _In.HEAD_LATE
+        self._move(_In.HEAD_LATE if late else _In.TIMED_OUT, now)
 
     def _received(self, data: bytes) -> tuple[list[Notification | Event], bool]:
         connection = self._connection
@@ -264,11 +302,23 @@ class ListenDriver(ClientDriver):
 
     # -- the outcomes -----------------------------------------------------------------
 
+    def _send_ask(self, value: object) -> None:
+        self._head_deadline = self._now + self.settings.head_timeout
+        super()._send_ask(value)
+
+    def _receive_next(self, value: object) -> Receive:
+        deadline = self._head_deadline
+        if deadline is None or deadline - self._now >= self.idle_timeout:
+            return self._receive_action
+        # Not longer than the head has left (the table's HEAD_LATE comes next).
+        return Receive(timeout=max(deadline - self._now, _LEAST_WAIT))
+
     def _connect(self, value: object) -> Connect:
         self.policy.ask_started(self._now)
         first, self._first_connection = self._first_connection, None
         self._connection = first if first is not None else self._new_connection()
         self._tls_unsaid = not self.endpoint.tls
+        self._ended_cleanly = False
         return self._connect_action
 
     def _sleep(self, value: object) -> Sleep:
@@ -289,6 +339,7 @@ class ListenDriver(ClientDriver):
 
     def _end(self, delivered: list[Notification | Event]) -> None:
         self._connection = None
+        self._head_deadline = None
         self._disconnect()
         self._end_ask(delivered)
 
@@ -303,6 +354,10 @@ class ListenDriver(ClientDriver):
     def _silence(self, value: object) -> None:
         self._tls_unsaid = False  # a TLS server answers a request that is not TLS at once
         self._cut(idle_timeout_reason(self.idle_timeout))
+
+    def _late(self, value: object) -> None:
+        self._tls_unsaid = False
+        self._cut(head_timeout_reason(self.settings.head_timeout))
 
     # -- internals ----------------------------------------------------------------------
 
@@ -339,7 +394,10 @@ class ListenDriver(ClientDriver):
                 append(event if events else event.notification)
                 continue
             if isinstance(event, StreamOpened):
+                self._head_deadline = None
                 policy.path_opened(self._now)
+            elif type(event) is StreamEnded or type(event) is StreamErrored:
+                self._ended_cleanly = True
             elif type(event) is StreamBroken and self._tls_unsaid:
                 # Over http://, an end before any byte of an answer is what a
                 # TLS server does with a request that is not TLS: say so.
@@ -350,13 +408,17 @@ class ListenDriver(ClientDriver):
                 return delivered, True
 
     def _end_ask(self, delivered: list[Notification | Event]) -> None:
-        outcome = self.policy.ask_ended(self._now, self._random())
+        outcome = self.policy.ask_ended(self._now, self._random(), clean=self._ended_cleanly)
         if self.settings.events:
             delivered.append(outcome)
         if delivered:
             self._actions.append(Deliver(items=tuple(delivered)))
         # After AttemptsExhausted the next next_action() is GIVE_UP: Stop.
         assert isinstance(outcome, AttemptsExhausted) is self.policy.exhausted
+
+
+#: The shortest Receive timeout the head's deadline asks for (a zero one may mean "no wait").
+_LEAST_WAIT: Final = 0.001
 
 
 def _middle() -> float:
@@ -375,4 +437,5 @@ _HANDLERS: Final[Mapping[ListenOutcome, Callable[[ListenDriver, Any], Any]]] = {
     _Out.END: ListenDriver._end,
     _Out.CUT: ListenDriver._cut,
     _Out.SILENCE: ListenDriver._silence,
+    _Out.LATE: ListenDriver._late,
 }

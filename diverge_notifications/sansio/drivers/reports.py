@@ -3,7 +3,8 @@
 A :class:`~.serve.ServingConnection` calls its ``report`` callback with
 one of these when something an operator wants to see happens: an ask
 refused (with its status and the peer), a path opened, a path ended (how,
-and what it sent and dropped), an exchange answered. The adapters log them
+and what it sent and dropped), an exchange answered (or its caller gone),
+a connection closed at its ask's deadline. The adapters log them
 (``diverge_notifications.server``); ``serve`` on the command line prints the
 end of every path. Like events, reports are frozen, slotted, keyword-only
 attrs classes.
@@ -16,6 +17,8 @@ import enum
 import attrs
 
 __all__ = [
+    "CALLER_GONE",
+    "AskExpiredReport",
     "ExchangeReport",
     "PathEnd",
     "PathEndedReport",
@@ -90,9 +93,11 @@ class PathEndedReport:
 class ExchangeReport:
     """The exchange (kind 0-3, ``exchange`` its name) on ``channel`` was answered ``outcome``.
 
-    ``outcome`` is ``"result"``, ``"error"``, ``"declined"`` or
+    ``outcome`` is ``"result"``, ``"error"``, ``"declined"``,
     ``"internal error: <why>"`` (the handler raised, ran too long, or
-    returned what is not a result); ``audience`` as in :class:`PathOpenedReport`.
+    returned what is not a result) or :data:`CALLER_GONE` (the peer closed
+    before its answer: nobody was answered); ``audience`` as in
+    :class:`PathOpenedReport`.
     """
 
     peer: str
@@ -107,4 +112,15 @@ def audience_note(audience: str | None) -> str:
     return "" if audience is None else f" (audience {audience})"
 
 
-ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport
+@attrs.frozen(kw_only=True)
+class AskExpiredReport:
+    """The connection from ``peer`` was closed: its ask was not complete within ``ask_timeout``."""
+
+    peer: str
+    ask_timeout: float
+
+
+#: The outcome of an exchange whose caller closed the connection before its answer.
+CALLER_GONE = "not answered: the caller hung up"
+
+ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport | AskExpiredReport

@@ -44,6 +44,7 @@ from ..events import (
     NotificationsAsked,
 )
 from ..mcp.model import ErrorData
+from ..server.admission import Verdict, address_of
 from ..server.connection import (
     NOT_SERVED_STATUS,
     RETRY_AFTER,
@@ -58,6 +59,8 @@ from ..wire.asks import Ask
 from ..wire.http import refusal_response
 from .actions import Close, ExchangeResult, RunHandler, ServeAction, WaitUntil, Write
 from .reports import (
+    CALLER_GONE,
+    AskExpiredReport,
     ExchangeReport,
     PathEnd,
     PathEndedReport,
@@ -117,7 +120,8 @@ class ServingInput(TableEnum):
     PATH_CUT = "next_action(), the hub ended the path's subscription"
     CLOSING = "next_action(), nothing left to write"
     LOST = "connection_lost()"
-    BUSY = "made with busy=True: the server has max_connections already"
+    BUSY = "made while the server has max_connections already"
+    CROWDED = "made while the peer's address holds its share of max_connections"
     STALLED = "write_stalled()"
 
 
@@ -137,6 +141,8 @@ class ServingOutcome(TableEnum):
     CLOSE = "Close()"
     DROP = "unsubscribe; forget the exchange"
     REFUSE_BUSY = "write 503 with Retry-After"
+    REFUSE_CROWDED = "write 503 with Retry-After, naming the address"
+    EXPIRE = "count and report the ask's deadline; nothing to write"
     CUT_OFF = "unsubscribe (the queue freed); Close(abort=True)"
 
 
@@ -158,8 +164,9 @@ SERVING_TRANSITIONS: Final[
     (_ASKING, _In.EXCHANGE_DECLINED): (_FINISHING, _Out.DECLINE),
     (_ASKING, _In.ASK_REFUSED): (_FINISHING, _Out.FINISH),
     (_ASKING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
-    # A peer that says nothing to answer holds a connection nobody is served by.
-    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.SILENCE),
+    # A peer that says nothing to answer holds a connection nobody is served by:
+    # closed, counted and reported, never silently.
+    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.EXPIRE),
     (_ASKING, _In.SHUTDOWN): (_FINISHING, _Out.SILENCE),
     # The exchange: its handler runs once, and its answer ends the connection.
     (_EXCHANGE, _In.HANDLER_RUN): (_ANSWERING, _Out.RUN_HANDLER),
@@ -182,6 +189,9 @@ SERVING_TRANSITIONS: Final[
     (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     # Beyond max_connections the ask is not even read: 503, and a clean close.
     (_ASKING, _In.BUSY): (_FINISHING, _Out.REFUSE_BUSY),
+    # One address holds at most its share of max_connections: a flood from
+    # one address leaves the rest for the others (see server.admission).
+    (_ASKING, _In.CROWDED): (_FINISHING, _Out.REFUSE_CROWDED),
     # The end.
     (_FINISHING, _In.CLOSING): (_CLOSED, _Out.CLOSE),
     **{(state, _In.LOST): (_CLOSED, _Out.DROP) for state in ServingState},
@@ -265,9 +275,10 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
     the tokens and profile, the channel ids and the totals it counts into
     (:class:`~..server.counts.ServingTotals`). A connection made while
     ``max_connections`` are served already is *busy*: it answers 503 with
-    ``Retry-After`` without reading the ask, as does a notification ask to
-    a suspended hub (its reason the body); a path the hub ends writes its
-    queue, then that reason. After a refusal the final :class:`Close`
+    ``Retry-After`` without reading the ask (so is one whose address holds
+    its share of them, ``address_share``: see :mod:`..server.admission`),
+    as does a notification ask to a suspended hub (its reason the body); a
+    path the hub ends writes its queue, then that reason. After a refusal the final :class:`Close`
     lingers ``linger`` seconds. After the ask, at most ``max_discard`` bytes
     more are read (and discarded). ``report`` is called with a
     :mod:`.reports` record, naming ``peer``, whenever an ask is refused, a
@@ -287,13 +298,12 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
     ) -> None:
         if settings is None:
             settings = ServeSettings()
-        limit = settings.max_connections
-        busy = limit is not None and settings.totals.connections >= limit
         keepalive_interval = settings.keepalive_interval
         totals = settings.totals
         self._hub = hub
         self._wake = wake
         self._keepalive_interval = keepalive_interval
+        self._ask_timeout = settings.ask_timeout
         self._ask_deadline = now + settings.ask_timeout
         self._connection = ServerConnection(
             tokens=settings.accepted or None,
@@ -314,6 +324,8 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._totals = totals
         self._report = report if report is not None else lambda _report: None
         self._lock = hub_lock if hub_lock is not None else contextlib.nullcontext()
+        self._admission = settings.admission
+        self._address = address_of(peer)
         self._state = ServingState.ASKING
         #: When the move being made happens (the time the report that made it carried).
         self._now = now
@@ -329,13 +341,16 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         #: What the final next_action returns: a plain close, a lingering or an abrupt one.
         self._final = _CLOSE
         self._suspended_reason = ""  # why the hub took no subscription
-        #: Counted in totals.connections until the connection closes.
-        self._counted = not busy
-        if busy:
-            self._step(_In.BUSY, now)
-        else:
-            with self._lock:
+        with self._lock:
+            verdict = self._admission.admit(self._address)
+            if verdict is Verdict.ADMITTED:
                 self._totals.connections += 1
+        #: Counted in totals.connections (and by admission) until the connection closes.
+        self._counted = verdict is Verdict.ADMITTED
+        if verdict is Verdict.BUSY:
+            self._step(_In.BUSY, now)
+        elif verdict is Verdict.CROWDED:
+            self._step(_In.CROWDED, now)
 
     # -- what the adapter reads -------------------------------------------------
 
@@ -481,6 +496,9 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             if subscriber.end_reason is None:
                 with self._lock:
                     frames = subscriber.take_frames(self._max_batch, self._write_buffer)
+                    if frames:
+                        # The last Write was taken: the path moves (see Hub.room_for).
+                        subscriber.moved(now)
                 if frames:
                     data = self._connection.send_frames(frames)
             else:
@@ -545,6 +563,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         assert subscriber is not None
         with self._lock:
             self._totals.path_opened(subscriber)
+            subscriber.moved(self._now)
         self._outbox += self._connection.start_path()
         self._last_output = self._now
         self._report(
@@ -565,14 +584,38 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         # The peer went away (a path or an exchange has nobody to answer any
         # more), or the ask was refused: the connection says what is left.
         self._unsubscribe(PathEnd.PEER_CLOSED)
-        self._exchange = None
+        self._abandon()
         self._outbox += self._connection.data_to_send()
         if isinstance(value, AskRefused):
             self._refused(value.status, value.reason)
 
+    def _abandon(self) -> None:
+        """The peer went away before its exchange's answer: nobody is answered; counted."""
+        if self._exchange is None:
+            return
+        self._exchange = None
+        with self._lock:
+            self._totals.abandoned += 1
+        self._answered(CALLER_GONE, counted=False)
+
     def _refuse_busy(self, value: object) -> None:
         reason = "the server is serving as many connections as it may; try again later"
         self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
+        self._refused(503, reason)
+
+    def _expire(self, value: object) -> None:
+        with self._lock:
+            self._totals.expired += 1
+        self._report(AskExpiredReport(peer=self._peer, ask_timeout=self._ask_timeout))
+
+    def _refuse_crowded(self, value: object) -> None:
+        reason = (
+            f"{self._address} holds {self._admission.per_address} connections, its share of "
+            f"the {self._admission.max_connections} served at once; try again later"
+        )
+        self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
+        with self._lock:
+            self._totals.crowded += 1
         self._refused(503, reason)
 
     def _refuse_suspended(self, value: object) -> None:
@@ -618,9 +661,10 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             self._outbox += answer
             self._answered(outcome)
 
-    def _answered(self, outcome: str) -> None:
-        with self._lock:
-            self._totals.exchanges_answered += 1
+    def _answered(self, outcome: str, *, counted: bool = True) -> None:
+        if counted:
+            with self._lock:
+                self._totals.exchanges_answered += 1
         ask = self._connection.ask
         exchange = ask.exchange.name.lower() if ask is not None else "exchange"
         self._report(
@@ -660,7 +704,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
 
     def _drop(self, value: object) -> None:
         self._unsubscribe(PathEnd.LOST)
-        self._exchange = None
+        self._abandon()
         self._release()
 
     def _cut_off(self, value: object) -> None:
@@ -679,6 +723,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             self._counted = False
             with self._lock:
                 self._totals.connections -= 1
+                self._admission.release(self._address)
 
     def _unsubscribe(self, how: PathEnd, reason: str | None = None) -> None:
         subscriber = self._subscriber
@@ -721,5 +766,7 @@ _HANDLERS: Final[Mapping[ServingOutcome, Handler[Any]]] = {
     _Out.CLOSE: ServingConnection._close,
     _Out.DROP: ServingConnection._drop,
     _Out.REFUSE_BUSY: ServingConnection._refuse_busy,
+    _Out.REFUSE_CROWDED: ServingConnection._refuse_crowded,
+    _Out.EXPIRE: ServingConnection._expire,
     _Out.CUT_OFF: ServingConnection._cut_off,
 }

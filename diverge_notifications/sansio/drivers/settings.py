@@ -18,6 +18,7 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from ..errors import check_positive, positive, positive_int
+from ..server.admission import Admission
 from ..server.counts import ServingTotals
 from ..server.filters import Interest
 from ..wire.framing import DEFAULT_MAX_FRAME_SIZE
@@ -27,6 +28,7 @@ from .actions import ExchangeHandler
 from .reports import ServeReport
 
 __all__ = [
+    "DEFAULT_ADDRESS_SHARE",
     "DEFAULT_ANSWER_TIMEOUT",
     "DEFAULT_ASK_TIMEOUT",
     "DEFAULT_BACKLOG",
@@ -34,12 +36,14 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_EXCHANGE_TIMEOUT",
     "DEFAULT_HANDLER_TIMEOUT",
+    "DEFAULT_HEAD_TIMEOUT",
     "DEFAULT_KEEPALIVE_INTERVAL",
     "DEFAULT_LINGER",
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_DISCARD",
     "DEFAULT_NOTIFICATION_BUFFER",
+    "DEFAULT_SLOW_AFTER",
     "DEFAULT_STALL_TIMEOUT",
     "DEFAULT_WRITE_BUFFER",
     "ClientSettings",
@@ -62,6 +66,10 @@ DEFAULT_STALL_TIMEOUT: Final = 30.0
 DEFAULT_WRITE_BUFFER: Final = 256 * 1024
 #: Connections served at once; beyond, a new one is answered 503 with ``Retry-After``.
 DEFAULT_MAX_CONNECTIONS: Final = 1024
+#: The share of ``max_connections`` one peer address may hold at once (at least one).
+DEFAULT_ADDRESS_SHARE: Final = 0.5
+#: Seconds a path may take no byte before a publisher waiting for room stops waiting for it.
+DEFAULT_SLOW_AFTER: Final = 1.0
 #: Connections the listening socket holds before they are accepted.
 DEFAULT_BACKLOG: Final = 128
 #: Seconds an exchange handler may run before it is cancelled and answered an internal error.
@@ -77,6 +85,8 @@ DEFAULT_EXCHANGE_TIMEOUT: Final = 300.0
 
 #: Seconds a client waits for a TCP connection (and, over TLS, its handshake) to be made.
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+#: Seconds a listener waits for the head of an answer (after its ask is sent) to be complete.
+DEFAULT_HEAD_TIMEOUT: Final = 10.0
 #: Seconds a proxy waits for an exchange's answer: longer than a relay gives a forwarded
 #: call (:data:`DEFAULT_EXCHANGE_TIMEOUT`, 300 s), so that the relay's own timeout error
 #: is what arrives, not a silence.
@@ -107,6 +117,15 @@ def _tokens(tokens: Iterable[str] | None) -> tuple[str, ...] | None:
     return tuple(tokens)
 
 
+def _check_share(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not 0 < value <= 1:
+        raise ValueError(f"{attribute.name} must be more than 0 and at most 1, not {value!r}")
+
+
+def _admission(settings: ServeSettings[Any]) -> Admission:
+    return Admission(settings.max_connections, settings.address_share)
+
+
 def _profile(profile: Profile | str) -> Profile:
     return Profile(profile)
 
@@ -126,7 +145,11 @@ class ServeSettings(Generic[_Handler]):
     ``channel_ids`` mints all their
     channels, and they count into ``totals``. ``on_report`` is called with
     every :mod:`.reports` record (the command line prints the end of each
-    path). The limits and their defaults are in ``docs/adapters.md``.
+    path). One peer address holds at most ``address_share`` of
+    ``max_connections`` at once (:mod:`~..server.admission`, which
+    ``admission`` is). A publisher that waits for room waits only for paths
+    that took bytes within ``slow_after`` seconds. The limits and their
+    defaults are in ``docs/adapters.md``.
 
     ``tokens`` accepts several tokens instead of one ``token`` (not both; an
     empty list, or a str, is a :class:`ValueError`): every one is accepted,
@@ -161,6 +184,11 @@ class ServeSettings(Generic[_Handler]):
     on_report: Callable[[ServeReport], None] | None = attrs.field(default=None, eq=False)
     channel_ids: ChannelIds = attrs.field(init=False, factory=ChannelIds, eq=False, repr=False)
     totals: ServingTotals = attrs.field(init=False, factory=ServingTotals, eq=False, repr=False)
+    address_share: float = attrs.field(default=DEFAULT_ADDRESS_SHARE, validator=_check_share)
+    slow_after: float = attrs.field(default=DEFAULT_SLOW_AFTER, validator=positive)
+    admission: Admission = attrs.field(
+        init=False, default=attrs.Factory(_admission, takes_self=True), eq=False, repr=False
+    )
     #: What every path subscribes to (``None``: everything); see :class:`Interest`.
     interest: Interest | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Interest))
@@ -209,3 +237,5 @@ class ClientSettings:
     notification_buffer: int = attrs.field(
         default=DEFAULT_NOTIFICATION_BUFFER, validator=positive_int
     )
+    #: Seconds a listener's answer may take to complete its head (1xx heads do not count).
+    head_timeout: float = attrs.field(default=DEFAULT_HEAD_TIMEOUT, validator=positive)

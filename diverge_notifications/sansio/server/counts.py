@@ -97,6 +97,14 @@ class ServerStats:
     asks_suspended: int
     #: Paths the hub ended with its reason when it was suspended (its broker lost).
     paths_suspended: int
+    #: Connections refused (``503``) because their address held its share of
+    #: ``max_connections`` (see :mod:`.admission`); also in ``refusals``.
+    connections_crowded: int = 0
+    #: Connections closed without an answer because their ask was not complete
+    #: within ``ask_timeout``.
+    asks_expired: int = 0
+    #: Exchanges whose caller closed the connection before the answer (nobody answered).
+    exchanges_abandoned: int = 0
 
 
 class ServingTotals:
@@ -108,9 +116,12 @@ class ServingTotals:
     """
 
     __slots__ = (
+        "abandoned",
         "connections",
+        "crowded",
         "dropped",
         "exchanges_answered",
+        "expired",
         "handler_failures",
         "paths",
         "paths_served",
@@ -132,6 +143,9 @@ class ServingTotals:
         self.handler_failures = 0
         self.suspended_asks = 0
         self.suspended_paths = 0
+        self.crowded = 0
+        self.expired = 0
+        self.abandoned = 0
         self.paths: dict[Subscriber, None] = {}
 
     def path_opened(self, subscriber: Subscriber) -> None:
@@ -166,4 +180,7 @@ class ServingTotals:
             handler_failures=self.handler_failures,
             asks_suspended=self.suspended_asks,
             paths_suspended=self.suspended_paths,
+            connections_crowded=self.crowded,
+            asks_expired=self.expired,
+            exchanges_abandoned=self.abandoned,
         )

@@ -156,6 +156,7 @@ class Hub:
         self._max_frame_size = check_positive_int("max_frame_size", max_frame_size)
         self._totals = HubTotals()
         self._room_waiters: list[Callable[[], None]] = []
+        self._slow_at: float | None = None
         self._suspended: str | None = None
         # Who holds the hub suspended, and why (the newest last): suspended while any does.
         self._holds: dict[Hashable, str] = {}
@@ -245,8 +246,22 @@ class Hub:
         """How many open subscribers each audience has (those of none are not counted)."""
         return {audience: len(group) for audience, group in self._by_audience.items()}
 
-    def room_for(self, item: object, *, audience: str | None = None) -> bool:
+    def room_for(
+        self,
+        item: object,
+        *,
+        audience: str | None = None,
+        now: float | None = None,
+        slow_after: float | None = None,
+    ) -> bool:
         """True if :meth:`publish` of ``item`` now would queue it for every subscriber it reaches.
+
+        With ``now`` (the clock its writers tell :meth:`Subscriber.moved`)
+        and ``slow_after``, a full queue whose path has not moved for
+        ``slow_after`` seconds (its writer took nothing, and no call found
+        the queue empty) is not waited for: what does not fit it is dropped
+        and counted, as for any full queue, so that one listener that does
+        not read holds up no publisher for longer than ``slow_after``.
 
         Also true for what :meth:`publish` does not queue anywhere whatever
         the queues hold (an item that is not a notification, or one too
@@ -264,6 +279,7 @@ class Hub:
             return True
         size = payload + PREFIX_SIZE
         room = True
+        self._slow_at = None
         groups = (
             self._route(notification)
             if audience is None
@@ -272,13 +288,34 @@ class Hub:
         for group in groups:
             for subscriber in group:
                 queue = subscriber._queue
-                if queue and (
+                if not queue:
+                    if now is not None:
+                        subscriber._moved_at = now  # caught up: nothing waits for it
+                elif (
                     len(queue) >= subscriber._queue_size
                     or subscriber._bytes + size > subscriber._queue_bytes
                 ):
+                    if now is not None and slow_after is not None:
+                        moved_at = subscriber._moved_at
+                        if moved_at is not None:
+                            if now - moved_at >= slow_after:
+                                continue  # not moving: not waited for
+                            slow_at = moved_at + slow_after
+                            if self._slow_at is None or slow_at < self._slow_at:
+                                self._slow_at = slow_at
                     subscriber._awaited = True
                     room = False
         return room
+
+    @property
+    def slow_at(self) -> float | None:
+        """After :meth:`room_for` said ``False`` (told the time): when to ask again at the latest.
+
+        The earliest time at which one of the full queues it waits for has
+        not moved for ``slow_after`` seconds, and stops being waited for
+        (``None``: no such queue, or ``room_for`` was not told the time).
+        """
+        return self._slow_at
 
     def when_room(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, when a queue :meth:`room_for` found full takes or closes.

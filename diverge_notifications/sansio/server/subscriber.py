@@ -76,6 +76,7 @@ class Subscriber:
         "_end_reason",
         "_hub",
         "_interest",
+        "_moved_at",
         "_on_ready",
         "_queue",
         "_queue_bytes",
@@ -110,6 +111,9 @@ class Subscriber:
         #: Set when Hub.room_for found this queue without room: its next
         #: take or close runs the hub's when_room callbacks.
         self._awaited = False
+        #: When the path last moved: its writer took frames (moved()), or
+        #: Hub.room_for, told the time, found the queue empty. None: never told.
+        self._moved_at: float | None = None
         # The hub's totals, kept by reference so that they are counted even
         # after the subscriber left the hub.
         self._totals = hub._totals
@@ -172,6 +176,21 @@ class Subscriber:
         with this reason (the server's error message) instead of cleanly.
         """
         return self._end_reason
+
+    @property
+    def moved_at(self) -> float | None:
+        """When the path last moved (see :meth:`moved`), or ``None`` if nobody said."""
+        return self._moved_at
+
+    def moved(self, now: float) -> None:
+        """The path's writer took frames at ``now`` (its clock): the path moves.
+
+        A publisher that waits for room with ``slow_after``
+        (:meth:`~.hub.Hub.room_for`) waits only for a full queue whose path
+        moved within ``slow_after`` seconds; a queue found empty counts as
+        moving too (nothing was waiting for it).
+        """
+        self._moved_at = now
 
     def __len__(self) -> int:
         return len(self._queue)

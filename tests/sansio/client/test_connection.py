@@ -43,6 +43,7 @@ from diverge_notifications.sansio import (
 from diverge_notifications.sansio.client.bodies import END as _END
 from diverge_notifications.sansio.client.bodies import ChunkedBody as _ChunkedBody
 from diverge_notifications.sansio.client.connection import (
+    MAX_INFORMATIONAL_HEADS,
     PROXY_TRANSITIONS,
     ProxyInput,
     ProxyOutcome,
@@ -458,8 +459,17 @@ def test_max_head_size_is_exact_however_the_head_is_split(pieces: Any) -> None:
 
 
 def test_each_informational_head_is_measured_on_its_own() -> None:
-    answer = b"HTTP/1.1 100 Continue\r\n\r\n" * 30 + head_of_size(300) + LAST_CHUNK
-    assert isinstance(run_proxy(bytewise(answer), max_head_size=300)[1], NotServed)
+    answer = b"HTTP/1.1 100 Continue\r\n\r\n" * MAX_INFORMATIONAL_HEADS + head_of_size(300)
+    assert isinstance(run_proxy(bytewise(answer + LAST_CHUNK), max_head_size=300)[1], NotServed)
+
+
+def test_one_informational_head_too_many_breaks_the_ask() -> None:
+    answer = b"HTTP/1.1 100 Continue\r\n\r\n" * (MAX_INFORMATIONAL_HEADS + 1)
+    events = run_proxy([answer + head_of_size(300) + LAST_CHUNK])
+    assert events[-2:] == [
+        StreamBroken(reason="more than 4 informational (1xx) heads before the answer"),
+        ReaskNeeded(),
+    ]
 
 
 def test_max_frame_size_option() -> None:

@@ -327,17 +327,31 @@ def fail_times(policy: ProxyPolicy, count: int, now: float) -> float:
     return now
 
 
-def test_a_delivered_notification_resets_the_count() -> None:
+def test_a_delivered_notification_and_a_clean_end_reset_the_count() -> None:
     policy = unlocked()
     now = fail_times(policy, 5, 0.0)
     assert policy.failures == 5
     policy.ask_started(now)
     policy.path_opened(now)
     policy.notification_received()
-    scheduled = retry(policy.ask_ended(now + 0.01, 0.999))  # ended fast, but it delivered
+    # Ended fast, but it delivered and the server ended it.
+    scheduled = retry(policy.ask_ended(now + 0.01, 0.999, clean=True))
     assert policy.failures == 0
     assert scheduled.attempt == 1
     assert 0.0 <= scheduled.delay < Backoff().base
+
+
+def test_a_poison_stream_that_delivers_then_breaks_makes_the_backoff_grow() -> None:
+    policy = unlocked()
+    now = 0.0
+    for failures in range(1, 8):
+        policy.ask_started(now)
+        policy.path_opened(now)
+        policy.notification_received()
+        scheduled = retry(policy.ask_ended(now + 0.01, 0.999))  # a good one, then a break
+        assert policy.failures == failures
+        assert scheduled.delay == pytest.approx(0.999 * Backoff().ceiling(failures))
+        now = next_ask(policy)
 
 
 def test_a_path_open_long_enough_resets_the_count() -> None:
@@ -400,7 +414,7 @@ def test_rejected_messages_alone_are_not_a_delivery() -> None:
     assert policy.failures == 1
 
 
-def test_infinite_healthy_after_means_only_notifications_reset() -> None:
+def test_infinite_healthy_after_means_only_notifications_and_a_clean_end_reset() -> None:
     policy = unlocked(healthy_after=math.inf)
     policy.ask_started(0.0)
     policy.path_opened(0.0)
@@ -409,7 +423,7 @@ def test_infinite_healthy_after_means_only_notifications_reset() -> None:
     policy.ask_started(2e9)
     policy.path_opened(2e9)
     policy.notification_received()
-    retry(policy.ask_ended(2e9, 0.5))
+    retry(policy.ask_ended(2e9, 0.5, clean=True))
     assert policy.failures == 0
 
 
@@ -419,7 +433,7 @@ def test_first_reask_after_a_healthy_path_is_below_base() -> None:
         policy.ask_started(0.0)
         policy.path_opened(0.0)
         policy.notification_received()
-        scheduled = retry(policy.ask_ended(1.0, draw))
+        scheduled = retry(policy.ask_ended(1.0, draw, clean=True))
         assert 0.0 <= scheduled.delay < 0.5
         assert scheduled.attempt == 1
 
@@ -473,7 +487,7 @@ def test_attempt_limit_counts_consecutive_ends_only() -> None:
     policy.ask_started(now)
     policy.path_opened(now)
     policy.notification_received()
-    retry(policy.ask_ended(now, 0.5))  # healthy: the run starts over
+    retry(policy.ask_ended(now, 0.5, clean=True))  # healthy: the run starts over
     now = fail_times(policy, 2, next_ask(policy))
     assert not policy.exhausted
     assert policy.failures == 2
@@ -604,7 +618,7 @@ def test_integer_times_are_accepted() -> None:
     policy.ask_started(0)
     policy.path_opened(1)
     policy.notification_received()
-    assert retry(policy.ask_ended(2, 0)) == RetryScheduled(delay=0.0, attempt=1)
+    assert retry(policy.ask_ended(2, 0, clean=True)) == RetryScheduled(delay=0.0, attempt=1)
     assert policy.can_ask(2)
 
 
@@ -754,15 +768,15 @@ class PolicyMachine(RuleBasedStateMachine):
         self.policy.notification_received()
         self.delivered += 1
 
-    @rule(draw=randoms)
-    def ask_ended(self, draw: float) -> None:
+    @rule(draw=randoms, clean=st.booleans())
+    def ask_ended(self, draw: float, clean: bool) -> None:
         if self.state not in (PolicyState.ASKING, PolicyState.OPEN):
             with pytest.raises(LocalProtocolError):
-                self.policy.ask_ended(self.now, draw)
+                self.policy.ask_ended(self.now, draw, clean=clean)
             return
-        outcome = self.policy.ask_ended(self.now, draw)
+        outcome = self.policy.ask_ended(self.now, draw, clean=clean)
         healthy = self.opened_at is not None and (
-            self.delivered > 0 or self.now - self.opened_at >= self.healthy_after
+            (self.delivered > 0 and clean) or self.now - self.opened_at >= self.healthy_after
         )
         self.failures = 0 if healthy else self.failures + 1
         if self.max_attempts is not None and self.failures >= self.max_attempts:

@@ -7,7 +7,7 @@ answer ``ask_ended()`` returned, the failure count, the time of the next
 ask, and the record of the current path (when it opened, how much it
 delivered), which decides whether its end is healthy.
 
-``ask_ended()`` is three inputs, told apart by what the path did (see
+``ask_ended()`` is five inputs, told apart by what the path did (see
 ``_end_input``). The table checks pin that choice to the input under test,
 so that every input can be tried in every state, including the pairs no
 path could produce (a healthy end of a path that never opened); the tests
@@ -48,7 +48,15 @@ ORIGINAL: Table = dict(POLICY_TRANSITIONS)
 DRAW = 0.5
 TICK = 1.0
 
-ENDS = frozenset({PolicyInput.HEALTHY_END, PolicyInput.UNHEALTHY_END, PolicyInput.LAST_END})
+ENDS = frozenset(
+    {
+        PolicyInput.HEALTHY_END,
+        PolicyInput.CLEAN_END,
+        PolicyInput.BROKEN_END,
+        PolicyInput.UNHEALTHY_END,
+        PolicyInput.LAST_END,
+    }
+)
 #: The inputs whose call passes a time.
 TIMED = ENDS | {PolicyInput.ASK_STARTED, PolicyInput.PATH_OPENED}
 #: The outcomes that answer ``ask_ended()``.
@@ -68,7 +76,7 @@ class PinnedPolicy(ProxyPolicy):
 
     end: PolicyInput = PolicyInput.UNHEALTHY_END
 
-    def _end_input(self, now: float) -> PolicyInput:
+    def _end_input(self, now: float, clean: bool) -> PolicyInput:
         return self.end
 
 
@@ -322,12 +330,14 @@ def test_an_outcome_that_does_not_fit_its_call_changes_the_behaviour_too(
         check(ORIGINAL)
 
 
-def ended(policy: ProxyPolicy, *, notify: bool, open_for: float) -> RetryScheduled:
+def ended(
+    policy: ProxyPolicy, *, notify: bool, open_for: float, clean: bool = True
+) -> RetryScheduled:
     policy.ask_started(0.0)
     policy.path_opened(0.0)
     if notify:
         policy.notification_received()
-    outcome = policy.ask_ended(open_for, DRAW)
+    outcome = policy.ask_ended(open_for, DRAW, clean=clean)
     assert isinstance(outcome, RetryScheduled)
     return outcome
 
@@ -336,11 +346,22 @@ def test_changing_one_outcome_changes_what_a_delivery_counts_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert ended(ProxyPolicy(require_exchange=False), notify=True, open_for=0.0).attempt == 1
-    key = (PolicyState.OPEN, PolicyInput.HEALTHY_END)
+    key = (PolicyState.OPEN, PolicyInput.CLEAN_END)
     monkeypatch.setitem(POLICY_TRANSITIONS, key, (PolicyState.IDLE, PolicyOutcome.RETRY_COUNTED))
     policy = ProxyPolicy(require_exchange=False)
     assert ended(policy, notify=True, open_for=0.0).attempt == 2
     assert policy.failures == 1
+
+
+def test_a_broken_path_that_delivered_resets_nothing_unless_the_table_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    policy = ProxyPolicy(require_exchange=False)
+    assert ended(policy, notify=True, open_for=0.0, clean=False).attempt == 2
+    key = (PolicyState.OPEN, PolicyInput.BROKEN_END)
+    monkeypatch.setitem(POLICY_TRANSITIONS, key, (PolicyState.IDLE, PolicyOutcome.RETRY_RESET))
+    policy = ProxyPolicy(require_exchange=False)
+    assert ended(policy, notify=True, open_for=0.0, clean=False).attempt == 1
 
 
 @pytest.mark.parametrize(
@@ -409,28 +430,33 @@ def _delivered(policy: ProxyPolicy) -> None:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "max_attempts", "end_at", "what"),
+    ("scenario", "max_attempts", "end_at", "what", "clean"),
     [
-        (_asked, None, 100.0, PolicyInput.UNHEALTHY_END),  # never opened: never healthy
-        (_asked, 1, 100.0, PolicyInput.LAST_END),
-        (_opened, None, 10.5, PolicyInput.UNHEALTHY_END),  # open 9.5 s of 10
-        (_opened, None, 11.0, PolicyInput.HEALTHY_END),  # open 10 s
-        (_opened, 1, 10.5, PolicyInput.LAST_END),
-        (_opened, 1, 11.0, PolicyInput.HEALTHY_END),
-        (_delivered, 1, 1.0, PolicyInput.HEALTHY_END),  # a delivery, however short
+        (_asked, None, 100.0, PolicyInput.UNHEALTHY_END, False),  # never opened: never healthy
+        (_asked, 1, 100.0, PolicyInput.LAST_END, False),
+        (_asked, None, 100.0, PolicyInput.UNHEALTHY_END, True),  # a clean "not served"
+        (_opened, None, 10.5, PolicyInput.UNHEALTHY_END, False),  # open 9.5 s of 10
+        (_opened, None, 10.5, PolicyInput.UNHEALTHY_END, True),  # nothing delivered
+        (_opened, None, 11.0, PolicyInput.HEALTHY_END, False),  # open 10 s
+        (_opened, 1, 10.5, PolicyInput.LAST_END, False),
+        (_opened, 1, 11.0, PolicyInput.HEALTHY_END, False),
+        (_delivered, 1, 1.0, PolicyInput.CLEAN_END, True),  # a delivery, ended by the server
+        (_delivered, None, 1.0, PolicyInput.BROKEN_END, False),  # a delivery, then a break
+        (_delivered, 1, 1.0, PolicyInput.LAST_END, False),
+        (_delivered, 1, 11.0, PolicyInput.HEALTHY_END, False),  # lived long enough
     ],
 )
 def test_the_end_is_the_input_its_path_earned(
-    scenario: Scenario, max_attempts: int | None, end_at: float, what: PolicyInput
+    scenario: Scenario, max_attempts: int | None, end_at: float, what: PolicyInput, clean: bool
 ) -> None:
     policy = ProxyPolicy(require_exchange=False, max_attempts=max_attempts)
     scenario(policy)
-    assert policy._end_input(end_at) is what
+    assert policy._end_input(end_at, clean) is what
     # And the unpinned call does what the table's row for that input says.
     state = policy.state
     following, outcome = POLICY_TRANSITIONS[(state, what)]
     before = record(policy)
-    returned = policy.ask_ended(end_at, DRAW)
+    returned = policy.ask_ended(end_at, DRAW, clean=clean)
     effect = Effect(input=what, before=before, after=record(policy), returned=returned, now=end_at)
     check_effect(outcome, Step(input=what, result=effect))
     assert policy.state is following

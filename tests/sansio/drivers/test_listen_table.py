@@ -5,7 +5,7 @@ state it can reach and applies every input there; this module says what
 each input is as a call and what each outcome looks like from outside: the
 action returned, the actions queued, whether an ask is in progress.
 
-``next_action()`` is four inputs, told apart by the policy (see
+``next_action()`` is five inputs, told apart by the policy (see
 ``_next_input``); the table checks pin that choice to the input under test,
 so that every input can be tried in every state, and the last test checks
 the choice itself. ``data_received()`` is two, told apart by whether the
@@ -14,7 +14,7 @@ data ended the path: a partial status line goes on, the end of file ends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
@@ -47,7 +47,7 @@ from tests.table_harness import Machine, Step, check_table
 In = ListenInput
 Out = ListenOutcome
 
-NEXT_INPUTS = frozenset({In.ASK_DUE, In.ASK_LATER, In.GIVE_UP, In.READ})
+NEXT_INPUTS = frozenset({In.ASK_DUE, In.ASK_LATER, In.GIVE_UP, In.READ, In.HEAD_LATE})
 #: The table as the module defines it, kept before any test changes the module's.
 ORIGINAL = dict(LISTEN_TRANSITIONS)
 
@@ -115,6 +115,9 @@ def apply(driven: Driven, what: ListenInput) -> Effect:
     unanswered = driven.driver._tls_unsaid
     returned = _call(driven, what)
     queued = list(driven.driver._actions)[queued_before:] if what not in NEXT_INPUTS else []
+    if what is In.HEAD_LATE and driven.driver.state is ListenState.IDLE:
+        # The path ended at next_action(): it returned the first of what it queued.
+        queued = [cast(ListenAction, returned), *driven.driver._actions]
     asking = driven.driver.connection is not None
     return Effect(returned=returned, queued=queued, asking=asking, unanswered=unanswered)
 
@@ -164,6 +167,8 @@ def check_effect(outcome: ListenOutcome, step: Step[ListenInput]) -> None:
     elif outcome is Out.CUT:
         hint = TLS_HINT if effect.unanswered else ""
         _ended(effect, f"the connection was lost: ECONNRESET: Connection reset by peer{hint}")
+    elif outcome is Out.LATE:
+        _ended(effect, "head timeout: the answer's head was not complete within 10 s")
     else:
         assert outcome is Out.SILENCE
         _ended(effect, "idle timeout: no data for 6 s")

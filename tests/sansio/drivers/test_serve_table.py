@@ -188,9 +188,9 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
     if outcome is Out.FINISH and added.startswith(b"HTTP/1.1 4"):
         # A refused ask's close lingers, so that the peer reads its refusal.
         assert after.final == Close(linger=2.0)
-    elif outcome not in (Out.REFUSE_BUSY, Out.REFUSE, Out.CUT_OFF):
+    elif outcome not in (Out.REFUSE_BUSY, Out.REFUSE_CROWDED, Out.REFUSE, Out.CUT_OFF):
         assert after.final == before.final
-    if outcome in (Out.NOTHING, Out.SILENCE, Out.RUN_HANDLER, Out.CLOSE):
+    if outcome in (Out.NOTHING, Out.SILENCE, Out.EXPIRE, Out.RUN_HANDLER, Out.CLOSE):
         assert (added, after.subscribers, after.exchange) == (
             b"",
             before.subscribers,
@@ -218,6 +218,9 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
     elif outcome is Out.REFUSE_BUSY:
         assert added.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in added
         assert after.final == Close(linger=2.0)
+    elif outcome is Out.REFUSE_CROWDED:
+        assert added.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in added
+        assert b"its share of" in added and after.final == Close(linger=2.0)
     elif outcome is Out.CUT_OFF:
         assert after.output == b"" and after.subscribers == 0 and after.exchange is None
         assert after.final == Close(abort=True)
