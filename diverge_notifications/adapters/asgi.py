@@ -170,6 +170,13 @@ class AsgiApp(AsyncServerBase):
         super().__init__(hub, handler, options)
         self._closed: asyncio.Future[None] | None = None
 
+    def _clock(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def _wait_at_most(self, event: Any, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await within(event.wait(), seconds)
+
     @property
     def url(self) -> str:
         """Not known here: the ASGI server's address and the mount point make the base URL."""
