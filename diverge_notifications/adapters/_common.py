@@ -300,6 +300,8 @@ def log_report(report: ServeReport) -> None:
         )
     elif type(report) is reports.RefusalReport:
         logger.info("ask from %s refused: %d (%s)", report.peer, report.status, report.reason)
+    elif type(report) is reports.ExpiredReport:
+        logger.info("ask from %s not complete within ask_timeout: closed", report.peer)
     elif type(report) is reports.PathOpenedReport:
         logger.debug("path %s to %s opened", report.channel, report.peer)
     elif type(report) is reports.ExchangeReport:

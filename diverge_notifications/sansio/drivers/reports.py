@@ -2,8 +2,9 @@
 
 A :class:`~.serve.ServingConnection` calls its ``report`` callback with
 one of these when something an operator wants to see happens: an ask
-refused (with its status and the peer), a path opened, a path ended (how,
-and what it sent and dropped), an exchange answered. The adapters log them
+refused (with its status and the peer), an ask not completed in time, a
+path opened, a path ended (how, and what it sent and dropped), an exchange
+answered. The adapters log them
 (``diverge_notifications.server``); ``serve`` on the command line prints the
 end of every path. Like events, reports are frozen, slotted, keyword-only
 attrs classes.
@@ -17,6 +18,7 @@ import attrs
 
 __all__ = [
     "ExchangeReport",
+    "ExpiredReport",
     "PathEnd",
     "PathEndedReport",
     "PathOpenedReport",
@@ -94,4 +96,11 @@ class ExchangeReport:
     outcome: str
 
 
-ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport
+@attrs.frozen(kw_only=True)
+class ExpiredReport:
+    """``peer`` did not complete its ask within ``ask_timeout``: closed without an answer."""
+
+    peer: str
+
+
+ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport | ExpiredReport

@@ -41,6 +41,7 @@ from ..events import (
     ConnectionClosed,
     Event,
     ExchangeAsked,
+    HealthAsked,
     NotificationsAsked,
 )
 from ..mcp.model import ErrorData
@@ -59,6 +60,7 @@ from ..wire.http import refusal_response
 from .actions import Close, ExchangeResult, RunHandler, ServeAction, WaitUntil, Write
 from .reports import (
     ExchangeReport,
+    ExpiredReport,
     PathEnd,
     PathEndedReport,
     PathOpenedReport,
@@ -108,6 +110,7 @@ class ServingInput(TableEnum):
     EXCHANGE_ASKED = "data_received(), an exchange the server answers"
     EXCHANGE_DECLINED = "data_received(), an exchange without a handler"
     ASK_REFUSED = "data_received(), a refused ask"
+    HEALTH_ASKED = "data_received(), a health check"
     PEER_GONE = "data_received(), the peer closed"
     ASK_EXPIRED = "next_action(), past the ask's deadline"
     HANDLER_RUN = "next_action(), the exchange's turn"
@@ -127,6 +130,8 @@ class ServingOutcome(TableEnum):
     NOTHING = "-"
     OPEN_PATH = "write the head (subscribed as the ask was read)"
     REFUSE = "write 'not served now' (503, Retry-After, the hub's reason)"
+    ANSWER_HEALTH = "write the health answer (readyz: 503 and why while the hub is suspended)"
+    EXPIRE = "count the ask as expired; nothing to write"
     HOLD = "keep the exchange for its handler"
     DECLINE = "write 'not served'"
     FINISH = "let the path or exchange go; write what the connection has left"
@@ -157,9 +162,11 @@ SERVING_TRANSITIONS: Final[
     # A server with no MCP server behind it to ask declines ("not served").
     (_ASKING, _In.EXCHANGE_DECLINED): (_FINISHING, _Out.DECLINE),
     (_ASKING, _In.ASK_REFUSED): (_FINISHING, _Out.FINISH),
+    # A health check needs no token and says only whether an ask would be served.
+    (_ASKING, _In.HEALTH_ASKED): (_FINISHING, _Out.ANSWER_HEALTH),
     (_ASKING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     # A peer that says nothing to answer holds a connection nobody is served by.
-    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.SILENCE),
+    (_ASKING, _In.ASK_EXPIRED): (_FINISHING, _Out.EXPIRE),
     (_ASKING, _In.SHUTDOWN): (_FINISHING, _Out.SILENCE),
     # The exchange: its handler runs once, and its answer ends the connection.
     (_EXCHANGE, _In.HANDLER_RUN): (_ANSWERING, _Out.RUN_HANDLER),
@@ -203,6 +210,7 @@ SERVING_TRANSITIONS: Final[
 EVENT_INPUTS: Final[Mapping[type[Event], ServingInput]] = {
     NotificationsAsked: _In.PATH_ASKED,
     AskRefused: _In.ASK_REFUSED,
+    HealthAsked: _In.HEALTH_ASKED,
     ConnectionClosed: _In.PEER_GONE,
 }
 
@@ -559,6 +567,19 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         if isinstance(value, AskRefused):
             self._refused(value.status, value.reason)
 
+    def _answer_health(self, value: object) -> None:
+        assert isinstance(value, HealthAsked)
+        problem = None
+        if value.check == "readyz":
+            with self._lock:
+                problem = self._hub.suspended
+        self._outbox += self._connection.answer_health(problem)
+
+    def _expire(self, value: object) -> None:
+        with self._lock:
+            self._totals.asks_expired += 1
+        self._report(ExpiredReport(peer=self._peer))
+
     def _refuse_busy(self, value: object) -> None:
         reason = "the server is serving as many connections as it may; try again later"
         self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
@@ -672,7 +693,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._subscriber = None
         with self._lock:
             freed = subscriber.close()
-            self._totals.path_ended(subscriber)
+            self._totals.path_ended(subscriber, how.name.lower())
         self._report(
             PathEndedReport(
                 peer=self._peer,
@@ -697,6 +718,8 @@ _HANDLERS: Final[Mapping[ServingOutcome, Handler[Any]]] = {
     _Out.HOLD: ServingConnection._hold,
     _Out.DECLINE: ServingConnection._decline,
     _Out.REFUSE: ServingConnection._refuse_suspended,
+    _Out.ANSWER_HEALTH: ServingConnection._answer_health,
+    _Out.EXPIRE: ServingConnection._expire,
     _Out.FINISH: ServingConnection._finish,
     _Out.SILENCE: ServingConnection._nothing,
     _Out.RUN_HANDLER: ServingConnection._run_handler,

@@ -96,6 +96,11 @@ class ServerStats:
     asks_suspended: int
     #: Paths the hub ended with its reason when it was suspended (its broker lost).
     paths_suspended: int
+    #: Paths ended, by how (``clean``, ``peer_closed``, ``stalled``, ``lost``,
+    #: ``suspended``: the names of ``PathEnd``, in lower case).
+    paths_ended: Mapping[str, int] = attrs.field(factory=dict)
+    #: Connections closed without an answer: their ask was not complete within ``ask_timeout``.
+    asks_expired: int = 0
 
 
 class ServingTotals:
@@ -107,8 +112,10 @@ class ServingTotals:
     """
 
     __slots__ = (
+        "asks_expired",
         "connections",
         "dropped",
+        "ended",
         "exchanges_answered",
         "handler_failures",
         "paths",
@@ -131,6 +138,8 @@ class ServingTotals:
         self.handler_failures = 0
         self.suspended_asks = 0
         self.suspended_paths = 0
+        self.asks_expired = 0
+        self.ended: dict[str, int] = {}
         self.paths: dict[Subscriber, None] = {}
 
     def path_opened(self, subscriber: Subscriber) -> None:
@@ -138,10 +147,14 @@ class ServingTotals:
         self.paths_served += 1
         self.paths[subscriber] = None
 
-    def path_ended(self, subscriber: Subscriber) -> None:
-        """The path of ``subscriber`` ended (its subscriber closed): its counts join the totals."""
+    def path_ended(self, subscriber: Subscriber, how: str) -> None:
+        """The path of ``subscriber`` ended ``how``: its counts join the totals.
+
+        ``how`` names the end (``clean``, ``peer_closed``, ...); the subscriber is closed.
+        """
         if subscriber in self.paths:
             del self.paths[subscriber]
+            self.ended[how] = self.ended.get(how, 0) + 1
             self.sent += subscriber.sent
             self.dropped += subscriber.dropped
 
@@ -165,4 +178,6 @@ class ServingTotals:
             handler_failures=self.handler_failures,
             asks_suspended=self.suspended_asks,
             paths_suspended=self.suspended_paths,
+            paths_ended=MappingProxyType(dict(sorted(self.ended.items()))),
+            asks_expired=self.asks_expired,
         )
