@@ -291,12 +291,12 @@ def log_report(report: ServeReport) -> None:
                 report.freed,
             )
         logger.info(
-            "path %s to %s ended (%s): %d sent, %d dropped",
+            "path %s ended (%s): %d sent, %d dropped (peer %s)",
             report.channel,
-            report.peer,
             report.how.value,
             report.sent,
             report.dropped,
+            report.peer,
         )
     elif type(report) is reports.RefusalReport:
         logger.info("ask from %s refused: %d (%s)", report.peer, report.status, report.reason)

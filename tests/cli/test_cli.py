@@ -12,6 +12,7 @@ import contextlib
 import io
 import itertools
 import json
+import re
 import shlex
 import signal
 import socket
@@ -814,9 +815,12 @@ def test_serve_without_stdout_serves() -> None:
             assert listen.wait() == EXIT_OK
         stderr.join()
         # The path's end and the server's counts, as serve reports them.
-        assert stderr.lines == [
-            f"serving on {url}".encode(),
-            b"path c1 ended (clean): 0 sent, 0 dropped",
+        serving, ended, *rest = stderr.messages
+        assert serving == f"serving on {url}".encode()
+        assert re.fullmatch(
+            rb"server: path c1 ended \(clean\): 0 sent, 0 dropped \(peer 127\.0\.0\.1:\d+\)", ended
+        )
+        assert rest == [
             b"served 1 asks (1 paths, 0 exchanges): 0 sent, 0 dropped, "
             b"0 paths cut off as stalled, refusals: none",
         ]
