@@ -345,13 +345,10 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
 def run_serve(args: argparse.Namespace) -> int:
     """Run ``serve`` with its parsed arguments; return the exit status.
 
-    Everything it writes on standard error is its log (:mod:`.logs`).
+    Once its options are found usable, everything it writes on standard
+    error is its log (:mod:`.logs`); a usage error before is one plain line,
+    as the parser's own are.
     """
-    with serve_log(args.log_format, args.verbose, args.quiet):
-        return _run_serve(args)
-
-
-def _run_serve(args: argparse.Namespace) -> int:
     if relay_wanted(args) and not mcp_available():
         say(MCP_MISSING_MESSAGE)
         return EXIT_USAGE
@@ -365,6 +362,11 @@ def _run_serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         say(f"{PROG} serve: error: {error}")
         return EXIT_USAGE
+    with serve_log(args.log_format, args.verbose, args.quiet):
+        return _run(args, token=token, tls=tls)
+
+
+def _run(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLContext | None) -> int:
     try:
         return asyncio.run(_serve(args, token=token, tls=tls))
     except UsageError as error:
