@@ -31,6 +31,7 @@ name                                       type    what
 ``exchanges_answered_total``               counter exchanges (kinds 0-3) answered
 ``handler_failures_total``                 counter exchange handlers that failed
 ``asks_expired_total``                     counter connections closed with no ask in time
+``tls_failures_total``                     counter connections whose TLS handshake failed
 ``broker_connected``                       gauge   1 while the broker is subscribed, else 0
 ``mcp_server_connected{server}``           gauge   1 while that MCP server is connected
 ========================================== ======= ==========================================
@@ -153,6 +154,9 @@ class ServerCollector(Collector):
         )
         yield _counter(
             "asks_expired_total", "Connections closed with no ask in time.", stats.asks_expired
+        )
+        yield _counter(
+            "tls_failures_total", "Connections whose TLS handshake failed.", stats.tls_failures
         )
         if self._broker is not None:
             connected = 1 if self._broker.stats().connected else 0

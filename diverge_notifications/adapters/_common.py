@@ -69,6 +69,7 @@ __all__ = [
     "client_settings",
     "describe_error",
     "handler_timed_out",
+    "handshake_failure",
     "listen_driver",
     "log_report",
     "logger",
@@ -242,6 +243,14 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def handshake_failure(error: BaseException | None) -> str:
+    """Why an accepted connection's TLS handshake failed, in one line (``None``: too slow)."""
+    if error is None or isinstance(error, TimeoutError) or _is_asyncio_timeout(error):
+        return "TLS handshake failed: not complete within ask_timeout"
+    text = describe_error(error)
+    return text if text.startswith("TLS handshake failed") else f"TLS handshake failed: {text}"
+
+
 def _is_asyncio_timeout(error: BaseException) -> bool:
     """Whether ``error`` is asyncio's ``TimeoutError``, a class of its own on Python 3.10.
 
@@ -300,6 +309,8 @@ def log_report(report: ServeReport) -> None:
         )
     elif type(report) is reports.RefusalReport:
         logger.info("ask from %s refused: %d (%s)", report.peer, report.status, report.reason)
+    elif type(report) is reports.TlsFailedReport:
+        logger.info("TLS handshake with %s failed: %s", report.peer, report.reason)
     elif type(report) is reports.ExpiredReport:
         logger.info("ask from %s not complete within ask_timeout: closed", report.peer)
     elif type(report) is reports.PathOpenedReport:

@@ -2,8 +2,8 @@
 
 While ``serve`` runs, :func:`serve_log` makes every line it writes on
 standard error a log record: the library's loggers (``diverge_notifications.server``:
-refusals, stalls, cut-offs, TLS handshake failures, each with the peer's
-address; ``.cluster``, ``.bridge``), what the command itself says
+refusals, stalls, cut-offs, asks that expire, each with the peer's address;
+``.cluster``, ``.bridge``), what the command itself says
 (:func:`~.output.say`, logger ``diverge_notifications.cli``) and the
 warnings of any other library. One handler on the root logger writes them:
 

@@ -3,7 +3,7 @@
 A :class:`~.serve.ServingConnection` calls its ``report`` callback with
 one of these when something an operator wants to see happens: an ask
 refused (with its status and the peer), an ask not completed in time, a
-path opened, a path ended (how, and what it sent and dropped), an exchange
+TLS handshake failed, a path opened, a path ended (how, and what it sent and dropped), an exchange
 answered. The adapters log them
 (``diverge_notifications.server``); ``serve`` on the command line prints the
 end of every path. Like events, reports are frozen, slotted, keyword-only
@@ -24,6 +24,7 @@ __all__ = [
     "PathOpenedReport",
     "RefusalReport",
     "ServeReport",
+    "TlsFailedReport",
 ]
 
 
@@ -103,4 +104,19 @@ class ExpiredReport:
     peer: str
 
 
-ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport | ExpiredReport
+@attrs.frozen(kw_only=True)
+class TlsFailedReport:
+    """``peer``'s TLS handshake failed (``reason`` says how): closed before its ask."""
+
+    peer: str
+    reason: str
+
+
+ServeReport = (
+    RefusalReport
+    | PathOpenedReport
+    | PathEndedReport
+    | ExchangeReport
+    | ExpiredReport
+    | TlsFailedReport
+)

@@ -66,6 +66,7 @@ from .reports import (
     PathOpenedReport,
     RefusalReport,
     ServeReport,
+    TlsFailedReport,
 )
 from .settings import ServeSettings
 
@@ -122,6 +123,7 @@ class ServingInput(TableEnum):
     LOST = "connection_lost()"
     BUSY = "made with busy=True: the server has max_connections already"
     STALLED = "write_stalled()"
+    HANDSHAKE_FAILED = "handshake_failed()"
 
 
 class ServingOutcome(TableEnum):
@@ -132,6 +134,7 @@ class ServingOutcome(TableEnum):
     REFUSE = "write 'not served now' (503, Retry-After, the hub's reason)"
     ANSWER_HEALTH = "write the health answer (readyz: 503 and why while the hub is suspended)"
     EXPIRE = "count the ask as expired; nothing to write"
+    TLS_FAILED = "count and report the failed TLS handshake; Close()"
     HOLD = "keep the exchange for its handler"
     DECLINE = "write 'not served'"
     FINISH = "let the path or exchange go; write what the connection has left"
@@ -187,6 +190,9 @@ SERVING_TRANSITIONS: Final[
     (_PATH, _In.PATH_CUT): (_FINISHING, _Out.END_PATH),
     (_PATH, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    # A TLS handshake that fails (or takes past the ask's deadline) ends the
+    # connection before a byte of the ask: counted and reported, with the peer.
+    (_ASKING, _In.HANDSHAKE_FAILED): (_CLOSED, _Out.TLS_FAILED),
     # Beyond max_connections the ask is not even read: 503, and a clean close.
     (_ASKING, _In.BUSY): (_FINISHING, _Out.REFUSE_BUSY),
     # The end.
@@ -437,6 +443,13 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         """
         self._step(_In.SHUTDOWN)
 
+    def handshake_failed(self, now: float, reason: str) -> None:
+        """The connection's TLS handshake failed (``reason`` says how): the next action is Close.
+
+        Only before the ask; counted in ``tls_failures`` and reported.
+        """
+        self._step(_In.HANDSHAKE_FAILED, now, reason)
+
     def connection_lost(self) -> None:
         """The socket is gone: drop the subscription; the next action is :class:`Close`."""
         self._step(_In.LOST)
@@ -580,6 +593,12 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             self._totals.asks_expired += 1
         self._report(ExpiredReport(peer=self._peer))
 
+    def _tls_failed(self, value: object) -> None:
+        with self._lock:
+            self._totals.tls_failures += 1
+        self._report(TlsFailedReport(peer=self._peer, reason=str(value)))
+        self._release()
+
     def _refuse_busy(self, value: object) -> None:
         reason = "the server is serving as many connections as it may; try again later"
         self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
@@ -720,6 +739,7 @@ _HANDLERS: Final[Mapping[ServingOutcome, Handler[Any]]] = {
     _Out.REFUSE: ServingConnection._refuse_suspended,
     _Out.ANSWER_HEALTH: ServingConnection._answer_health,
     _Out.EXPIRE: ServingConnection._expire,
+    _Out.TLS_FAILED: ServingConnection._tls_failed,
     _Out.FINISH: ServingConnection._finish,
     _Out.SILENCE: ServingConnection._nothing,
     _Out.RUN_HANDLER: ServingConnection._run_handler,

@@ -101,6 +101,8 @@ class ServerStats:
     paths_ended: Mapping[str, int] = attrs.field(factory=dict)
     #: Connections closed without an answer: their ask was not complete within ``ask_timeout``.
     asks_expired: int = 0
+    #: Connections whose TLS handshake failed (or did not finish within ``ask_timeout``).
+    tls_failures: int = 0
 
 
 class ServingTotals:
@@ -125,6 +127,7 @@ class ServingTotals:
         "stalled",
         "suspended_asks",
         "suspended_paths",
+        "tls_failures",
     )
 
     def __init__(self) -> None:
@@ -139,6 +142,7 @@ class ServingTotals:
         self.suspended_asks = 0
         self.suspended_paths = 0
         self.asks_expired = 0
+        self.tls_failures = 0
         self.ended: dict[str, int] = {}
         self.paths: dict[Subscriber, None] = {}
 
@@ -180,4 +184,5 @@ class ServingTotals:
             paths_suspended=self.suspended_paths,
             paths_ended=MappingProxyType(dict(sorted(self.ended.items()))),
             asks_expired=self.asks_expired,
+            tls_failures=self.tls_failures,
         )

@@ -152,6 +152,8 @@ def _call(served: Served, what: ServingInput) -> object:
         serving.connection_lost()
     elif what is In.STALLED:
         serving.write_stalled(NOW)
+    elif what is In.HANDSHAKE_FAILED and state is ServingState.ASKING:
+        serving.handshake_failed(NOW, "TLS handshake failed: the peer does not speak TLS")
     else:
         # Not something the outside can produce here: as if it had happened.
         return serving._step(what, NOW)
@@ -191,7 +193,14 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
         assert after.final == Close(linger=2.0)
     elif outcome not in (Out.REFUSE_BUSY, Out.REFUSE, Out.CUT_OFF):
         assert after.final == before.final
-    if outcome in (Out.NOTHING, Out.SILENCE, Out.EXPIRE, Out.RUN_HANDLER, Out.CLOSE):
+    if outcome in (
+        Out.NOTHING,
+        Out.SILENCE,
+        Out.EXPIRE,
+        Out.TLS_FAILED,
+        Out.RUN_HANDLER,
+        Out.CLOSE,
+    ):
         assert (added, after.subscribers, after.exchange) == (
             b"",
             before.subscribers,
