@@ -9,9 +9,9 @@ and each scrape reads the counts then, on the thread that scrapes::
     registry.register(ServerCollector(server))
 
 The counts are read without a lock: scrape on the thread that runs the
-server (:func:`serve_metrics` does, for asyncio; the blocking adapter's
-server takes ``server.lock``). The metrics, all named
-``diverge_notifications_...``:
+server (:func:`serve_metrics` does, on the running asyncio loop; with the
+blocking adapter, collect while holding ``server.lock``). The metrics, all
+named ``diverge_notifications_...``:
 
 ========================================== ======= ==========================================
 name                                       type    what

@@ -10,8 +10,8 @@ off after ``--stall-timeout``). With ``--mcp-config``, ``--mcp-stdio`` or
 servers' notifications and answers the exchanges of kinds 0-3 by forwarding
 them. With ``--redis`` every source publishes through Redis pub/sub, whose
 stream other replicas share (:mod:`.cluster`); standard input then waits for
-the broker instead. SIGINT or SIGTERM ends every open path cleanly. Standard error is the
-log (:mod:`.logs`: timestamped lines, ``--log-format json``, ``-v``/``-q``):
+the broker instead. SIGINT or SIGTERM ends every open path cleanly. Standard
+error is the log (:mod:`.logs`: timestamped lines, ``--log-format json``, ``-v``/``-q``):
 each path's end is one line, ``path <channel> ended (<how>): <sent> sent,
 <dropped> dropped (peer <address>)``, each refusal one line naming the peer,
 and the server's counts are the last line. Serving on an address that is
@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from ..sansio import FrameError, Hub, Notification
-from ..sansio.client.urls import is_loopback
+from ..sansio.client.urls import format_url, is_loopback
 from ..sansio.drivers.reports import ServeReport
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
 from ..sansio.server.counts import ServerStats
@@ -235,13 +235,8 @@ async def _serve_metrics(
     host, port = args.metrics
     metrics = await serve_metrics(registry, host, port)
     name = metrics.sockets[0].getsockname()
-    say(f"metrics on http://{format_host(str(name[0]))}:{name[1]}/metrics")
+    say(f"metrics on {format_url(str(name[0]), int(name[1]), tls=False)}/metrics")
     return metrics
-
-
-def format_host(host: str) -> str:
-    """``host`` as a URL names it (``[::1]`` for IPv6)."""
-    return f"[{host}]" if ":" in host else host
 
 
 def _summary(stats: ServerStats) -> str:
@@ -304,7 +299,8 @@ async def _serve(args: argparse.Namespace, *, token: str | None, tls: ssl.SSLCon
             metrics = await _serve_metrics(args, server, replica, relay)
         except OSError as error:
             host, port = args.metrics
-            say(f"{PROG} serve: cannot serve metrics on {format_host(host)}:{port}: {error}")
+            where = format_url(host, port, tls=False)
+            say(f"{PROG} serve: cannot serve metrics on {where}: {error}")
             return EXIT_NO_CONNECTION
         say(f"serving on {server.url}")
         if replica is not None:
