@@ -49,6 +49,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .adapters.asyncio import within
 from .sansio.server.counts import ServerStats
 from .sansio.server.hub import Hub
 
@@ -189,7 +190,7 @@ async def serve_metrics(registry: Collector, host: str, port: int) -> asyncio.Se
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request = await asyncio.wait_for(_read_request(reader), _REQUEST_TIMEOUT)
+            request = await within(_read_request(reader), _REQUEST_TIMEOUT)
             if request is not None:
                 writer.write(_response(registry, request))
                 await writer.drain()
