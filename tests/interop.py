@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -138,6 +139,16 @@ def wait_for_port(host: str, port: int, timeout: float = HANG_GUARD) -> None:
             time.sleep(0.02)
 
 
+#: The prefix of a text line of ``serve``'s log: the time (ISO 8601, with its
+#: offset) and the level.
+LOG_PREFIX = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(?:Z|[+-]\d\d:\d\d) [A-Z]+ ")
+
+
+def log_message(line: bytes) -> bytes:
+    """A line of ``serve``'s text log without its time and level (other lines unchanged)."""
+    return LOG_PREFIX.sub(b"", line, count=1)
+
+
 class LineReader:
     """Reads a binary pipe line by line on a thread; lines keep no newline."""
 
@@ -167,6 +178,11 @@ class LineReader:
         """Every line read so far."""
         with self._changed:
             return list(self._lines)
+
+    @property
+    def messages(self) -> list[bytes]:
+        """Every line read so far without its log prefix (``serve``'s time and level)."""
+        return [log_message(line) for line in self.lines]
 
     def text(self) -> str:
         """Every line read so far, as text, for failure messages."""
@@ -300,7 +316,10 @@ class ServeProcess(CliProcess):
     def __init__(self, *args: str, stdin: bool = True, env: dict[str, str] | None = None) -> None:
         super().__init__("serve", "--port", "0", *args, stdin=stdin, env=env)
         line = self.stderr.wait_for_text("serving on ")
-        self.url = line.decode("utf-8").split("serving on ", 1)[1].strip()
+        # Its log line may be text or a JSON object (--log-format json).
+        found = re.search(r"serving on (https?://[^\s\"]+)", line.decode("utf-8"))
+        assert found is not None, line
+        self.url = found[1]
         self.port = int(self.url.rsplit(":", 1)[1])
 
     def __enter__(self) -> ServeProcess:

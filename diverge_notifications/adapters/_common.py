@@ -72,6 +72,7 @@ __all__ = [
     "client_settings",
     "describe_error",
     "handler_timed_out",
+    "handshake_failure",
     "kernel_unsent",
     "listen_driver",
     "log_report",
@@ -257,6 +258,14 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def handshake_failure(error: BaseException | None) -> str:
+    """Why an accepted connection's TLS handshake failed, in one line (``None``: too slow)."""
+    if error is None or isinstance(error, TimeoutError) or _is_asyncio_timeout(error):
+        return "TLS handshake failed: not complete within ask_timeout"
+    text = describe_error(error)
+    return text if text.startswith("TLS handshake failed") else f"TLS handshake failed: {text}"
+
+
 def _is_asyncio_timeout(error: BaseException) -> bool:
     """Whether ``error`` is asyncio's ``TimeoutError``, a class of its own on Python 3.10.
 
@@ -392,16 +401,18 @@ def log_report(report: ServeReport) -> None:
                 report.freed,
             )
         logger.info(
-            "path %s to %s ended (%s): %d sent, %d dropped%s",
+            "path %s ended (%s): %d sent, %d dropped (peer %s)%s",
             report.channel,
-            report.peer,
             report.how.value,
             report.sent,
             report.dropped,
+            report.peer,
             reports.audience_note(report.audience),
         )
     elif type(report) is reports.RefusalReport:
         logger.info("ask from %s refused: %d (%s)", report.peer, report.status, report.reason)
+    elif type(report) is reports.TlsFailedReport:
+        logger.info("TLS handshake with %s failed: %s", report.peer, report.reason)
     elif type(report) is reports.PathOpenedReport:
         logger.debug(
             "path %s to %s opened%s",

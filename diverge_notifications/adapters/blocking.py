@@ -68,6 +68,7 @@ from ._common import (
     accepted,
     call_exchange_handler,
     describe_error,
+    handshake_failure,
     listen_driver,
     reset_on_close,
 )
@@ -424,7 +425,11 @@ class _Connection:
         try:
             # TLS on this thread: a slow handshake holds up no other peer.
             server = self._server
-            sock = self.socket = _tls.secure_accepted(sock, server.tls, server.ask_timeout)
+            try:
+                sock = self.socket = _tls.secure_accepted(sock, server.tls, server.ask_timeout)
+            except OSError as error:
+                serving.handshake_failed(time.monotonic(), handshake_failure(error))
+                return
             progress = WriteProgress(sock, settings.stall_timeout)
             # Inside the try: out of descriptors, the connection is closed
             # and forgotten like any other that fails.

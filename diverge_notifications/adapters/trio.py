@@ -52,6 +52,7 @@ from ._common import (
     accepted,
     describe_error,
     handler_timed_out,
+    handshake_failure,
     listen_driver,
     reset_on_close,
     run_exchange_handler,
@@ -310,8 +311,10 @@ class _Connection:
     async def run(self) -> None:
         try:
             with self.cancel_scope:
-                if (secured := await secure_accepted(self._stream, self._server)) is None:
-                    return  # the TLS handshake failed, or took longer than the ask may
+                secured = await secure_accepted(self._stream, self._server)
+                if isinstance(secured, str):  # the TLS handshake failed, or took too long
+                    self.serving.handshake_failed(trio.current_time(), secured)
+                    return
                 self._stream = secured
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._read)
@@ -465,11 +468,11 @@ async def connect(host: str, port: int, context: ssl.SSLContext | None) -> trio.
     return secured
 
 
-async def secure_accepted(stream: trio.abc.Stream, server: ServerBase) -> trio.abc.Stream | None:
+async def secure_accepted(stream: trio.abc.Stream, server: ServerBase) -> trio.abc.Stream | str:
     """``stream`` inside the TLS of ``server``, or as it is if the server has none.
 
-    ``None`` if the handshake fails or takes longer than the server's
-    ``ask_timeout``: the caller closes the connection.
+    Why not, in one line, if the handshake fails or takes longer than the
+    server's ``ask_timeout``: the caller closes the connection.
     """
     if server.tls is None:
         return stream
@@ -477,10 +480,10 @@ async def secure_accepted(stream: trio.abc.Stream, server: ServerBase) -> trio.a
     with trio.move_on_after(server.ask_timeout):
         try:
             await secured.do_handshake()
-        except STREAM_ERRORS:
-            return None
+        except STREAM_ERRORS as error:
+            return handshake_failure(error)
         return secured
-    return None
+    return handshake_failure(None)
 
 
 async def sent(stream: trio.abc.Stream, data: bytes, progress: WriteProgress) -> bool:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 from ..cluster import BrokerError, BrokerUnavailable, OutboxFull
 from ..sansio import Hub, Notification
 from ..sansio.drivers.reports import PathEnd, PathEndedReport, RefusalReport, ServeReport
+from .logs import divert_active
 from .output import say
 from .running import PROG, UsageError
 
@@ -109,9 +110,10 @@ class Replica:
     async def start(self, server: Server) -> None:
         """Connect to Redis; ``server`` serves the hub (its counts are logged)."""
         self._server = server
-        _logger.addHandler(self._handler)
-        if _logger.level == logging.NOTSET or _logger.level > logging.INFO:
-            _logger.setLevel(logging.INFO)
+        if not divert_active():  # else serve's log writes the broker's lines, at its level
+            _logger.addHandler(self._handler)
+            if _logger.level == logging.NOTSET or _logger.level > logging.INFO:
+                _logger.setLevel(logging.INFO)
         await self.broker.start()
 
     async def close(self) -> None:

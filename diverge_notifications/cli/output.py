@@ -37,6 +37,7 @@ from ..sansio import (
     StreamErrored,
 )
 from ..sansio.mcp.json import dumps
+from .logs import divert
 from .terminal import speaks_unicode, visible
 
 __all__ = [
@@ -143,7 +144,12 @@ def notification_line(notification: Notification) -> bytes:
 
 
 def say(text: str) -> None:
-    """Print one line on standard error, if there is one (``2>&-`` closes it)."""
+    """Print one line on standard error, if there is one (``2>&-`` closes it).
+
+    While ``serve`` runs, the line is a log record instead (:mod:`.logs`).
+    """
+    if divert(text):
+        return
     stream = sys.stderr
     if stream is not None:
         stream.write(text + "\n")

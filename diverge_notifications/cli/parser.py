@@ -403,6 +403,50 @@ def _version_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _metrics_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of ``--metrics`` (``[::1]:PORT`` for IPv6; ``:PORT`` is 127.0.0.1)."""
+    host, separator, port = text.rpartition(":")
+    if not separator:
+        raise argparse.ArgumentTypeError(f"not HOST:PORT: {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or "127.0.0.1", _port(port)
+
+
+def _operating_options(serve: argparse.ArgumentParser) -> None:
+    """What an operator sees: metrics, and the log's format and verbosity."""
+    from .logs import LOG_FORMATS
+
+    operating = serve.add_argument_group("operating", "metrics and serve's own log")
+    operating.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        type=_metrics_address,
+        help="serve Prometheus metrics on GET /metrics at this address, apart from the "
+        "serving port (the 'metrics' extra; ':PORT' listens on 127.0.0.1)",
+    )
+    operating.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="standard error as timestamped text lines, or one JSON object a line (text)",
+    )
+    operating.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log more: paths opened, exchanges answered (-vv: every library's debug lines)",
+    )
+    operating.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=0,
+        help="log less: warnings and errors only (-qq: errors only)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m diverge_notifications``."""
     parser = _Parser(
@@ -468,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     _relay_options(serve)
     _filter_options(serve)
     _redis_options(serve)
+    _operating_options(serve)
 
     listen = commands.add_parser(
         "listen",

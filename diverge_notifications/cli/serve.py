@@ -10,9 +10,14 @@ off after ``--stall-timeout``). With ``--mcp-config``, ``--mcp-stdio`` or
 servers' notifications and answers the exchanges of kinds 0-3 by forwarding
 them. With ``--redis`` every source publishes through Redis pub/sub, whose
 stream other replicas share (:mod:`.cluster`); standard input then waits for
-the broker instead. SIGINT or SIGTERM ends every open path cleanly. Each
-path's end is one line on standard error, ``path <channel> ended (<how>):
-<sent> sent, <dropped> dropped``, and the server's counts are the last line.
+the broker instead. SIGINT or SIGTERM ends every open path cleanly. Standard
+error is the log (:mod:`.logs`: timestamped lines, ``--log-format json``, ``-v``/``-q``):
+each path's end is one line, ``path <channel> ended (<how>): <sent> sent,
+<dropped> dropped (peer <address>)``, each refusal one line naming the peer,
+and the server's counts are the last line. Serving on an address that is
+not loopback without a token, or without TLS, is warned of first.
+``--metrics HOST:PORT`` serves ``GET /metrics`` there
+(:mod:`~diverge_notifications.metrics`, the ``metrics`` extra).
 The token comes from ``--token``, ``--token-file`` or ``DIVERGE_TOKEN``
 (:func:`~.parser.resolve_serve_tokens`; the file may list several, each
 accepted, each path hearing the progress of its own token's calls only);
@@ -24,26 +29,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import ssl
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..sansio import FrameError, Hub, Interest, LogLevel, Notification
-from ..sansio.drivers.reports import (
-    CALLER_GONE,
-    AskExpiredReport,
-    ExchangeReport,
-    PathEndedReport,
-    ServeReport,
-    audience_note,
-)
+from ..sansio.client.urls import format_url, is_loopback
+from ..sansio.drivers.reports import ServeReport
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE, LineSplitter
 from ..sansio.mcp.json import parse
 from ..sansio.server.counts import ServerStats
 from ..sansio.server.hub import NotificationTooLarge, is_request
-from .cluster import redis_problem, replica_for
+from .cluster import Replica, redis_problem, replica_for
+from .logs import COMMAND_LOGGER, serve_log
 from .output import say
 from .parser import LIST_CHANGED_KINDS, NO_LOG_LEVEL, resolve_serve_tokens, serve_tls_context
 from .relay import MCP_MISSING_MESSAGE, RelayFailed, make_relay, relay_stopped, relay_wanted
@@ -58,7 +59,10 @@ from .running import (
     on_signals,
 )
 
-__all__ = ["MCP_MISSING_MESSAGE", "run_serve"]
+if TYPE_CHECKING:
+    from ..bridge import McpRelay
+
+__all__ = ["MCP_MISSING_MESSAGE", "METRICS_MISSING_MESSAGE", "exposure_warnings", "run_serve"]
 
 #: The longest standard-input line published: one that fills a frame of the default limit.
 _MAX_STDIN_LINE: Final = DEFAULT_MAX_LINE_SIZE
@@ -214,23 +218,65 @@ def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[_Lines | N
     return budget
 
 
-def _report_path_end(report: ServeReport) -> None:
-    """Say on standard error how a path ended, and what it sent and dropped."""
-    if type(report) is PathEndedReport:
-        say(
-            f"path {report.channel} ended ({report.how.value}): "
-            f"{report.sent} sent, {report.dropped} dropped{audience_note(report.audience)}"
-        )
+# --- what an operator sees: warnings and metrics -------------------------------------
+
+#: What ``serve --metrics`` says when prometheus_client is missing.
+METRICS_MISSING_MESSAGE: Final = (
+    "serve --metrics needs the 'metrics' extra: pip install 'diverge-notifications[metrics]'"
+)
 
 
-def _report_unseen(report: ServeReport) -> None:
-    """Say on standard error what ends with no answer: an ask past its deadline, a caller gone."""
-    if type(report) is AskExpiredReport:
-        say(
-            f"connection from {report.peer} closed: no complete ask within {report.ask_timeout:g} s"
+def _metrics_problem(args: argparse.Namespace) -> str | None:
+    """The line ``serve`` says when ``--metrics`` cannot be served (exit 2), or ``None``."""
+    if args.metrics is None:
+        return None
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        return METRICS_MISSING_MESSAGE
+    return None
+
+
+def exposure_warnings(host: str, *, token: str | None, tls: bool) -> list[str]:
+    """What serving on ``host`` leaves open: a line for a missing token, one for missing TLS.
+
+    Nothing on a loopback address, which only this machine reaches.
+    """
+    if is_loopback(host):
+        return []
+    where = f"listening on {host or 'every address'}, which is not a loopback address,"
+    warnings = []
+    if token is None:
+        warnings.append(
+            f"{where} without a token: anyone who reaches it is served "
+            "(give --token-file or $DIVERGE_TOKEN)"
         )
-    elif type(report) is ExchangeReport and report.outcome == CALLER_GONE:
-        say(f"exchange {report.channel} ({report.exchange}) from {report.peer} {CALLER_GONE}")
+    if not tls:
+        warnings.append(
+            f"{where} without TLS: asks, tokens and notifications cross the network "
+            "in cleartext (give --certfile, or terminate TLS in front of it)"
+        )
+    return warnings
+
+
+async def _serve_metrics(
+    args: argparse.Namespace, server: Any, replica: Replica | None, relay: McpRelay | None
+) -> asyncio.Server | None:
+    """``--metrics``: the server's metrics on their own address, served on this loop."""
+    if args.metrics is None:
+        return None
+    from prometheus_client import CollectorRegistry
+
+    from ..metrics import ServerCollector, serve_metrics
+
+    registry = CollectorRegistry()
+    broker = replica.broker if replica is not None else None
+    registry.register(ServerCollector(server, broker=broker, relay=relay))
+    host, port = args.metrics
+    metrics = await serve_metrics(registry, host, port)
+    name = metrics.sockets[0].getsockname()
+    say(f"metrics on {format_url(str(name[0]), int(name[1]), tls=False)}/metrics")
+    return metrics
 
 
 def _summary(stats: ServerStats) -> str:
@@ -268,8 +314,6 @@ async def _serve(
     relay = make_relay(args, source, hub)
 
     def on_report(report: ServeReport) -> None:
-        _report_path_end(report)
-        _report_unseen(report)
         if replica is not None:
             replica.report(report)
 
@@ -303,7 +347,18 @@ async def _serve(
     status = EXIT_OK
     bridge: asyncio.Task[None] | None = None
     feeding: asyncio.Task[None] | None = None
+    metrics: asyncio.Server | None = None
     try:
+        token = tokens[0] if tokens else None
+        for warning in exposure_warnings(args.host, token=token, tls=tls is not None):
+            logging.getLogger(COMMAND_LOGGER).warning("%s", warning)
+        try:
+            metrics = await _serve_metrics(args, server, replica, relay)
+        except OSError as error:
+            host, port = args.metrics
+            where = format_url(host, port, tls=False)
+            say(f"{PROG} serve: cannot serve metrics on {where}: {error}")
+            return EXIT_NO_CONNECTION
         say(f"serving on {server.url}")
         if replica is not None:
             await replica.start(server)
@@ -331,6 +386,8 @@ async def _serve(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        if metrics is not None:
+            metrics.close()
         await server.close()
         if replica is not None:
             await replica.close()
@@ -339,11 +396,16 @@ async def _serve(
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Run ``serve`` with its parsed arguments; return the exit status."""
+    """Run ``serve`` with its parsed arguments; return the exit status.
+
+    Once its options are found usable, everything it writes on standard
+    error is its log (:mod:`.logs`); a usage error before is one plain line,
+    as the parser's own are.
+    """
     if relay_wanted(args) and not mcp_available():
         say(MCP_MISSING_MESSAGE)
         return EXIT_USAGE
-    problem = redis_problem(args)
+    problem = redis_problem(args) or _metrics_problem(args)
     if problem is not None:
         say(problem)
         return EXIT_USAGE
@@ -353,6 +415,11 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         say(f"{PROG} serve: error: {error}")
         return EXIT_USAGE
+    with serve_log(args.log_format, args.verbose, args.quiet):
+        return _run(args, tokens=tokens, tls=tls)
+
+
+def _run(args: argparse.Namespace, *, tokens: list[str] | None, tls: ssl.SSLContext | None) -> int:
     try:
         return asyncio.run(_serve(args, tokens=tokens, tls=tls))
     except UsageError as error:

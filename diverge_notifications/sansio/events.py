@@ -31,6 +31,7 @@ __all__ = [
     "ConnectionFailed",
     "Event",
     "ExchangeAsked",
+    "HealthAsked",
     "MessageRejected",
     "NeedData",
     "NotServed",
@@ -233,6 +234,18 @@ class AskRefused(Event):
 
     status: int
     reason: str
+
+
+@attrs.frozen(kw_only=True)
+class HealthAsked(Event):
+    """A health check arrived (``GET /healthz`` or ``GET /readyz``, no token needed).
+
+    ``check`` is ``"healthz"`` or ``"readyz"``; answer it with
+    ``ServerConnection.answer_health`` (the reason the server would not
+    serve an ask now, or ``None``), then close the connection.
+    """
+
+    check: str
 
 
 @attrs.frozen(kw_only=True)

@@ -54,7 +54,9 @@ from tests.adapters.test_adapters import (
 LOGGER: Final = "diverge_notifications.server"
 #: The notifications a waiting feeder publishes to one listener.
 FED: Final = 100_000
-END_LINE: Final = re.compile(r"path (\S+) to \S+ ended \(([a-z ]+)\): (\d+) sent, (\d+) dropped")
+END_LINE: Final = re.compile(
+    r"path (\S+) ended \(([a-z ]+)\): (\d+) sent, (\d+) dropped \(peer \S+\)"
+)
 
 
 def numbered(index: int, pad: int = 0) -> Notification:

@@ -18,6 +18,7 @@ from tests.tls import TRUSTME_MISSING
 TLS_MODULES = [
     "tests/adapters/test_tls_contexts.py",
     "tests/adapters/test_tls.py",
+    "tests/adapters/test_tls_failures.py",
     "tests/cli/test_tls.py",
     "tests/test_tls_interop.py",
 ]

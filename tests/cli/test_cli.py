@@ -12,6 +12,7 @@ import contextlib
 import io
 import itertools
 import json
+import re
 import shlex
 import signal
 import socket
@@ -150,7 +151,7 @@ def test_bad_stdin_lines_are_reported_and_skipped() -> None:
             assert second.wait() == EXIT_OK
         assert listen.wait() == EXIT_OK
         assert listen.notification_lines() == [good]
-    reports = [line for line in serve.stderr.lines if line.startswith(b"line ")]
+    reports = [line for line in serve.stderr.messages if line.startswith(b"line ")]
     assert [line.split(b":", 1)[0] for line in reports] == [
         b"line 1",
         b"line 2",
@@ -181,7 +182,7 @@ def test_serve_stdin_keeps_a_line_whose_frame_fits_the_frame_limit() -> None:
         assert serve.interrupt() == EXIT_OK
         assert listen.wait() == EXIT_OK
         assert listen.notification_lines() == [longest]
-    reports = [line for line in serve.stderr.lines if line.startswith(b"line ")]
+    reports = [line for line in serve.stderr.messages if line.startswith(b"line ")]
     assert reports == [b"line 1: longer than 16777215 bytes, skipped"]
 
 
@@ -619,7 +620,11 @@ def test_a_value_error_of_serve_is_a_usage_error(
     monkeypatch.setattr(asyncio_adapter, "serve", refusing)
     assert main(["serve", "--port", "0", "--token", "fine"]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err == "python -m diverge_notifications serve: error: this token cannot be checked\n"
+    # Found once serve runs: a line of its log, an error.
+    assert re.fullmatch(
+        r"\S+ ERROR python -m diverge_notifications serve: error: this token cannot be checked\n",
+        err,
+    )
 
 
 # --- listen --keepalive ------------------------------------------------------------------
@@ -824,9 +829,12 @@ def test_serve_without_stdout_serves() -> None:
             assert listen.wait() == EXIT_OK
         stderr.join()
         # The path's end and the server's counts, as serve reports them.
-        assert stderr.lines == [
-            f"serving on {url}".encode(),
-            b"path c1 ended (clean): 0 sent, 0 dropped",
+        serving, ended, *rest = stderr.messages
+        assert serving == f"serving on {url}".encode()
+        assert re.fullmatch(
+            rb"server: path c1 ended \(clean\): 0 sent, 0 dropped \(peer 127\.0\.0\.1:\d+\)", ended
+        )
+        assert rest == [
             b"served 1 asks (1 paths, 0 exchanges): 0 sent, 0 dropped, "
             b"0 paths cut off as stalled, refusals: none, 0 handler failures, "
             b"0 exchanges abandoned by their caller, 0 connections closed at the ask deadline, "

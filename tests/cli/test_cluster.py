@@ -242,8 +242,8 @@ def test_an_mcp_server_relayed_on_one_replica_reaches_the_listeners_of_another(
             listen.stdout.wait(lambda lines: any(b"/example/tick" in line for line in lines))
         assert relaying.interrupt() == 0
     # The broker's counts, then the server's summary, last.
-    assert b"cluster: counts: published " in relaying.stderr.lines[-2]
-    assert relaying.stderr.lines[-1].startswith(b"served ")
+    assert b"cluster: counts: published " in relaying.stderr.messages[-2]
+    assert relaying.stderr.messages[-1].startswith(b"served ")
 
 
 def test_the_channel_is_the_one_named(redis_server: RedisServer) -> None:

@@ -29,6 +29,7 @@ CONCERNS = {
     "diverge_notifications.cli.parser": "the arguments",
     "diverge_notifications.cli.output": "event records, notification lines, the standard streams",
     "diverge_notifications.cli.running": "exit statuses, signals",
+    "diverge_notifications.cli.logs": "serve's log: timestamped text or JSON lines, -v and -q",
     "diverge_notifications.cli.listen": "the listen command",
     "diverge_notifications.cli.serve": "the serve command",
     "diverge_notifications.cli.relay": "serve relaying MCP servers",

@@ -46,6 +46,7 @@ from tests.interop import (
     ServeProcess,
     cli_command,
     cli_env,
+    log_message,
     run_cli,
 )
 from tests.relay_support import Tee, example_command, free_port, wait_for_port
@@ -72,9 +73,11 @@ def ask(url: str, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 def bridge_events(serve: ServeProcess) -> list[dict[str, Any]]:
     """The relay's events ``serve`` reported: ``bridge: {...}`` lines on standard error."""
-    prefix = b"bridge: "
+    prefix = b"bridge: {"  # the bridge's logger says other things too
     return [
-        json.loads(line[len(prefix) :]) for line in serve.stderr.lines if line.startswith(prefix)
+        json.loads(line[len(prefix) - 1 :])
+        for line in serve.stderr.messages
+        if line.startswith(prefix)
     ]
 
 
@@ -445,8 +448,8 @@ def test_every_server_gone_with_an_attempt_limit_exits_1() -> None:
     assert b"the MCP server exited with status 3" in result.stderr
     events = [
         json.loads(line[len(b"bridge: ") :])
-        for line in result.stderr.splitlines()
-        if line.startswith(b"bridge: ")
+        for line in map(log_message, result.stderr.splitlines())
+        if line.startswith(b"bridge: {")
     ]
     assert [e["event"] for e in events if e["event"] == "AttemptsExhausted"] == [
         "AttemptsExhausted"

@@ -18,7 +18,9 @@ from tests.adapters.test_pressure import Listening, opened, progress_of
 from tests.interop import ServeProcess, cli_command, run_cli
 
 LINES: Final = 100_000
-END_LINE: Final = re.compile(rb"^path (\S+) ended \(([a-z ]+)\): (\d+) sent, (\d+) dropped$")
+END_LINE: Final = re.compile(
+    rb"^server: path (\S+) ended \(([a-z ]+)\): (\d+) sent, (\d+) dropped \(peer \S+\)$"
+)
 
 
 def line(index: int) -> bytes:
@@ -50,9 +52,9 @@ def test_100000_lines_at_full_speed_reach_a_listener_that_reads_all_in_order() -
         assert progress_of(got) == list(range(LINES))
         assert serve.interrupt() == EXIT_OK
         listening.stop()
-    ends = [match for text in serve.stderr.lines if (match := END_LINE.match(text))]
+    ends = [match for text in serve.stderr.messages if (match := END_LINE.match(text))]
     assert [(m[2], int(m[3]), int(m[4])) for m in ends] == [(b"clean", LINES, 0)]
-    summary = serve.stderr.lines[-1]
+    summary = serve.stderr.messages[-1]
     assert summary.startswith(b"served 1 asks (1 paths, 0 exchanges): ")
     assert b": %d sent, 0 dropped, 0 paths cut off as stalled" % LINES in summary
 
@@ -76,7 +78,7 @@ def test_lines_too_large_for_a_frame_are_reported_and_the_rest_goes_on() -> None
         assert serve.interrupt() == EXIT_OK
         second.stop()
         listening.stop()
-    reports = [text for text in serve.stderr.lines if text.startswith(b"line ")]
+    reports = [text for text in serve.stderr.messages if text.startswith(b"line ")]
     assert reports == [
         b"line 2: longer than 16777215 bytes, skipped",
         b"line 3: longer than 16777215 bytes, skipped",
@@ -104,7 +106,7 @@ def test_serve_takes_its_limits_on_the_command_line() -> None:
         assert serve.interrupt() == EXIT_OK
         first.stop()
         second.stop()
-    summary = serve.stderr.lines[-1]
+    summary = serve.stderr.messages[-1]
     assert b"refusals: 503=" in summary
 
 

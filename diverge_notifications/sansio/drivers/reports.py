@@ -2,9 +2,10 @@
 
 A :class:`~.serve.ServingConnection` calls its ``report`` callback with
 one of these when something an operator wants to see happens: an ask
-refused (with its status and the peer), a path opened, a path ended (how,
-and what it sent and dropped), an exchange answered (or its caller gone),
-a connection closed at its ask's deadline. The adapters log them
+refused (with its status and the peer), a TLS handshake failed, a path
+opened, a path ended (how, and what it sent and dropped), an exchange
+answered (or its caller gone), a connection closed at its ask's deadline.
+The adapters log them
 (``diverge_notifications.server``); ``serve`` on the command line prints the
 end of every path. Like events, reports are frozen, slotted, keyword-only
 attrs classes.
@@ -25,6 +26,7 @@ __all__ = [
     "PathOpenedReport",
     "RefusalReport",
     "ServeReport",
+    "TlsFailedReport",
     "audience_note",
 ]
 
@@ -123,4 +125,20 @@ class AskExpiredReport:
 #: The outcome of an exchange whose caller closed the connection before its answer.
 CALLER_GONE = "not answered: the caller hung up"
 
-ServeReport = RefusalReport | PathOpenedReport | PathEndedReport | ExchangeReport | AskExpiredReport
+
+@attrs.frozen(kw_only=True)
+class TlsFailedReport:
+    """``peer``'s TLS handshake failed (``reason`` says how): closed before its ask."""
+
+    peer: str
+    reason: str
+
+
+ServeReport = (
+    RefusalReport
+    | PathOpenedReport
+    | PathEndedReport
+    | ExchangeReport
+    | AskExpiredReport
+    | TlsFailedReport
+)

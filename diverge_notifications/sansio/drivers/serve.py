@@ -41,6 +41,7 @@ from ..events import (
     ConnectionClosed,
     Event,
     ExchangeAsked,
+    HealthAsked,
     NotificationsAsked,
 )
 from ..mcp.model import ErrorData
@@ -67,6 +68,7 @@ from .reports import (
     PathOpenedReport,
     RefusalReport,
     ServeReport,
+    TlsFailedReport,
 )
 from .settings import ServeSettings
 
@@ -111,6 +113,7 @@ class ServingInput(TableEnum):
     EXCHANGE_ASKED = "data_received(), an exchange the server answers"
     EXCHANGE_DECLINED = "data_received(), an exchange without a handler"
     ASK_REFUSED = "data_received(), a refused ask"
+    HEALTH_ASKED = "data_received(), a health check"
     PEER_GONE = "data_received(), the peer closed"
     ASK_EXPIRED = "next_action(), past the ask's deadline"
     HANDLER_RUN = "next_action(), the exchange's turn"
@@ -123,6 +126,7 @@ class ServingInput(TableEnum):
     BUSY = "made while the server has max_connections already"
     CROWDED = "made while the peer's address holds its share of max_connections"
     STALLED = "write_stalled()"
+    HANDSHAKE_FAILED = "handshake_failed()"
 
 
 class ServingOutcome(TableEnum):
@@ -131,6 +135,8 @@ class ServingOutcome(TableEnum):
     NOTHING = "-"
     OPEN_PATH = "write the head (subscribed as the ask was read)"
     REFUSE = "write 'not served now' (503, Retry-After, the hub's reason)"
+    ANSWER_HEALTH = "write the health answer (readyz: 503 and why while the hub is suspended)"
+    TLS_FAILED = "count and report the failed TLS handshake; Close()"
     HOLD = "keep the exchange for its handler"
     DECLINE = "write 'not served'"
     FINISH = "let the path or exchange go; write what the connection has left"
@@ -163,6 +169,8 @@ SERVING_TRANSITIONS: Final[
     # A server with no MCP server behind it to ask declines ("not served").
     (_ASKING, _In.EXCHANGE_DECLINED): (_FINISHING, _Out.DECLINE),
     (_ASKING, _In.ASK_REFUSED): (_FINISHING, _Out.FINISH),
+    # A health check needs no token and says only whether an ask would be served.
+    (_ASKING, _In.HEALTH_ASKED): (_FINISHING, _Out.ANSWER_HEALTH),
     (_ASKING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     # A peer that says nothing to answer holds a connection nobody is served by:
     # closed, counted and reported, never silently.
@@ -187,6 +195,9 @@ SERVING_TRANSITIONS: Final[
     (_PATH, _In.PATH_CUT): (_FINISHING, _Out.END_PATH),
     (_PATH, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
     (_ENDING, _In.PEER_GONE): (_FINISHING, _Out.FINISH),
+    # A TLS handshake that fails (or takes past the ask's deadline) ends the
+    # connection before a byte of the ask: counted and reported, with the peer.
+    (_ASKING, _In.HANDSHAKE_FAILED): (_CLOSED, _Out.TLS_FAILED),
     # Beyond max_connections the ask is not even read: 503, and a clean close.
     (_ASKING, _In.BUSY): (_FINISHING, _Out.REFUSE_BUSY),
     # One address holds at most its share of max_connections: a flood from
@@ -213,6 +224,7 @@ SERVING_TRANSITIONS: Final[
 EVENT_INPUTS: Final[Mapping[type[Event], ServingInput]] = {
     NotificationsAsked: _In.PATH_ASKED,
     AskRefused: _In.ASK_REFUSED,
+    HealthAsked: _In.HEALTH_ASKED,
     ConnectionClosed: _In.PEER_GONE,
 }
 
@@ -447,6 +459,13 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         """
         self._step(_In.SHUTDOWN)
 
+    def handshake_failed(self, now: float, reason: str) -> None:
+        """The connection's TLS handshake failed (``reason`` says how): the next action is Close.
+
+        Only before the ask; counted in ``tls_failures`` and reported.
+        """
+        self._step(_In.HANDSHAKE_FAILED, now, reason)
+
     def connection_lost(self) -> None:
         """The socket is gone: drop the subscription; the next action is :class:`Close`."""
         self._step(_In.LOST)
@@ -598,6 +617,20 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
             self._totals.abandoned += 1
         self._answered(CALLER_GONE, counted=False)
 
+    def _answer_health(self, value: object) -> None:
+        assert isinstance(value, HealthAsked)
+        problem = None
+        if value.check == "readyz":
+            with self._lock:
+                problem = self._hub.suspended
+        self._outbox += self._connection.answer_health(problem)
+
+    def _tls_failed(self, value: object) -> None:
+        with self._lock:
+            self._totals.tls_failures += 1
+        self._report(TlsFailedReport(peer=self._peer, reason=str(value)))
+        self._release()
+
     def _refuse_busy(self, value: object) -> None:
         reason = "the server is serving as many connections as it may; try again later"
         self._outbox += refusal_response(503, reason, extra=[("Retry-After", str(RETRY_AFTER))])
@@ -732,7 +765,7 @@ class ServingConnection(TableMachine[ServingState, ServingInput]):
         self._subscriber = None
         with self._lock:
             freed = subscriber.close()
-            self._totals.path_ended(subscriber)
+            self._totals.path_ended(subscriber, how.name.lower())
         self._report(
             PathEndedReport(
                 peer=self._peer,
@@ -758,6 +791,8 @@ _HANDLERS: Final[Mapping[ServingOutcome, Handler[Any]]] = {
     _Out.HOLD: ServingConnection._hold,
     _Out.DECLINE: ServingConnection._decline,
     _Out.REFUSE: ServingConnection._refuse_suspended,
+    _Out.ANSWER_HEALTH: ServingConnection._answer_health,
+    _Out.TLS_FAILED: ServingConnection._tls_failed,
     _Out.FINISH: ServingConnection._finish,
     _Out.SILENCE: ServingConnection._nothing,
     _Out.RUN_HANDLER: ServingConnection._run_handler,

@@ -11,6 +11,9 @@ every response). Its :class:`~.request.AskReader` reads the request
 * :class:`ExchangeAsked` — a valid kind 0-3 ask; the application answers
   once (:meth:`~ServerConnection.answer`,
   :meth:`~ServerConnection.answer_error`) or declines;
+* :class:`HealthAsked` — a health check (``GET /healthz`` or ``/readyz``,
+  no token needed); the application answers it with
+  :meth:`~ServerConnection.answer_health`;
 * :class:`AskRefused` — anything else; the HTTP error response is already
   queued in :meth:`~ServerConnection.data_to_send`.
 
@@ -48,6 +51,7 @@ from ..events import (
     Event,
     EventOrNeedData,
     ExchangeAsked,
+    HealthAsked,
     NotificationsAsked,
 )
 from ..mcp.model import ErrorCode, ErrorData, Notification
@@ -62,6 +66,7 @@ from ..wire.http import (
     answer_head,
     check_tokens,
     chunk,
+    plain_response,
     refusal_response,
 )
 from ..wire.messages import (
@@ -74,7 +79,7 @@ from ..wire.messages import (
     to_notification,
 )
 from ..wire.profiles import GrammarPoint, Part, Profile, allows, violates_profile
-from .request import AskReader, Refusal
+from .request import AskReader, HealthCheck, Refusal
 
 __all__ = [
     "CONTAINER_SERVER_TRANSITIONS",
@@ -111,6 +116,8 @@ class ServerState(TableEnum):
     REFUSED = "refused"
     #: The peer closed the connection before asking.
     CLOSED = "closed"
+    #: A health check arrived; nothing written yet.
+    HEALTH_ASKED = "health asked"
 
 
 class ServerInput(TableEnum):
@@ -128,6 +135,8 @@ class ServerInput(TableEnum):
     DECLINE = "decline"
     ANSWER = "answer / answer_error"
     REFUSE = "refuse"
+    HEALTH_CHECK = "health check"
+    HEALTH_ANSWER = "answer_health"
 
 
 class ServerOutcome(TableEnum):
@@ -145,6 +154,8 @@ class ServerOutcome(TableEnum):
     HEAD_AND_END = "200 head + clean end (not served)"
     ANSWER = "200 head + one frame + clean end"
     REFUSAL = "error response (not served now)"
+    HEALTH_ASKED = "HealthAsked"
+    HEALTH = "health response (200, or 503 and why)"
 
 
 _S = ServerState
@@ -191,6 +202,9 @@ def _server_table(profile: Profile) -> _ServerTable:
         (_S.NOTIFICATIONS_ASKED, _I.START_PATH): (_S.PATH_OPEN, _O.HEAD),
         # A valid ask the server cannot serve now (its hub is suspended): an error response.
         (_S.NOTIFICATIONS_ASKED, _I.REFUSE): (_S.REFUSED, _O.REFUSAL),
+        # A health check: no token, no channel; answered once, then the connection ends.
+        (_S.AWAITING_ASK, _I.HEALTH_CHECK): (_S.HEALTH_ASKED, _O.HEALTH_ASKED),
+        (_S.HEALTH_ASKED, _I.HEALTH_ANSWER): (_S.DONE, _O.HEALTH),
     }
     if allows(profile, None, Part.FINISH):
         # Declining is the finish with nothing before it: not served.
@@ -397,6 +411,7 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
         self._eof = False
         self._channel: str | None = None
         self._ask: Ask | None = None
+        self._health: HealthCheck | None = None
         # What was received and not yet read; the reader takes from its front.
         self._buffer = bytearray()
         self._reader = AskReader(
@@ -504,6 +519,10 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
         if isinstance(verdict, Refusal):
             self._move(_I.INVALID_ASK, verdict)
             return
+        if isinstance(verdict, HealthCheck):
+            self._health = verdict
+            self._move(_I.HEALTH_CHECK)
+            return
         audience = self._reader.audience
         self._ask = verdict if audience is None else attrs.evolve(verdict, audience=audience)
         try:
@@ -592,6 +611,18 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
         )
         self._events.append(AskRefused(status=refusal.status, reason=refusal.reason))
         return b""
+
+    def _announce_health(self, _: object) -> bytes:
+        assert self._health is not None
+        self._events.append(HealthAsked(check=self._health.check))
+        return b""
+
+    def _health_response(self, problem: str | None) -> bytes:
+        assert self._health is not None
+        head_only = self._health.head_only
+        if problem is None:
+            return plain_response(200, "OK", "ok", head_only=head_only)
+        return refusal_response(NOT_SERVED_STATUS, problem, head_only=head_only)
 
     def _report_closed(self, _: object) -> bytes:
         self._queue_closed()
@@ -706,6 +737,17 @@ class ServerConnection(TableMachine[ServerState, ServerInput]):
         """
         return self._move(_I.REFUSE, _usable_refusal(status, reason, headers))
 
+    def answer_health(self, problem: str | None = None) -> bytes:
+        """Answer :class:`HealthAsked`: ``200 ok``, or with ``problem`` ``503`` saying it.
+
+        ``problem`` is why an ask would not be served now (``None``: it
+        would). The body is one plain-text line and says nothing else.
+        Raises :class:`LocalProtocolError` unless a health check was asked.
+        """
+        if problem is not None and not isinstance(problem, str):
+            raise LocalProtocolError("the problem of a health answer is a str or None")
+        return self._move(_I.HEALTH_ANSWER, problem)
+
     def answer(self, result: Mapping[str, Any] | bytes) -> bytes:
         """Answer a kind 0-3 ask: the 200 head, ``[0][result]`` and the clean end.
 
@@ -747,6 +789,8 @@ _EFFECTS: Final[Mapping[ServerOutcome, Handler[bytes]]] = {
     _O.HEAD_AND_END: ServerConnection._head_and_end,
     _O.ANSWER: ServerConnection._answer,
     _O.REFUSAL: ServerConnection._refuse_now,
+    _O.HEALTH_ASKED: ServerConnection._announce_health,
+    _O.HEALTH: ServerConnection._health_response,
 }
 
 

@@ -105,6 +105,11 @@ class ServerStats:
     asks_expired: int = 0
     #: Exchanges whose caller closed the connection before the answer (nobody answered).
     exchanges_abandoned: int = 0
+    #: Paths ended, by how (``clean``, ``peer_closed``, ``stalled``, ``lost``,
+    #: ``suspended``: the names of ``PathEnd``, in lower case).
+    paths_ended: Mapping[str, int] = attrs.field(factory=dict)
+    #: Connections whose TLS handshake failed (or did not finish within ``ask_timeout``).
+    tls_failures: int = 0
 
 
 class ServingTotals:
@@ -120,6 +125,7 @@ class ServingTotals:
         "connections",
         "crowded",
         "dropped",
+        "ended",
         "exchanges_answered",
         "expired",
         "handler_failures",
@@ -130,6 +136,7 @@ class ServingTotals:
         "stalled",
         "suspended_asks",
         "suspended_paths",
+        "tls_failures",
     )
 
     def __init__(self) -> None:
@@ -146,6 +153,8 @@ class ServingTotals:
         self.crowded = 0
         self.expired = 0
         self.abandoned = 0
+        self.tls_failures = 0
+        self.ended: dict[str, int] = {}
         self.paths: dict[Subscriber, None] = {}
 
     def path_opened(self, subscriber: Subscriber) -> None:
@@ -153,10 +162,14 @@ class ServingTotals:
         self.paths_served += 1
         self.paths[subscriber] = None
 
-    def path_ended(self, subscriber: Subscriber) -> None:
-        """The path of ``subscriber`` ended (its subscriber closed): its counts join the totals."""
+    def path_ended(self, subscriber: Subscriber, how: str) -> None:
+        """The path of ``subscriber`` ended ``how``: its counts join the totals.
+
+        ``how`` names the end (``clean``, ``peer_closed``, ...); the subscriber is closed.
+        """
         if subscriber in self.paths:
             del self.paths[subscriber]
+            self.ended[how] = self.ended.get(how, 0) + 1
             self.sent += subscriber.sent
             self.dropped += subscriber.dropped
 
@@ -183,4 +196,6 @@ class ServingTotals:
             connections_crowded=self.crowded,
             asks_expired=self.expired,
             exchanges_abandoned=self.abandoned,
+            paths_ended=MappingProxyType(dict(sorted(self.ended.items()))),
+            tls_failures=self.tls_failures,
         )

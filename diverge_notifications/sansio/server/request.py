@@ -5,9 +5,11 @@ it takes the received bytes from the front of the connection's buffer, hands
 the request head to h11 once it is complete (so that what it decides does
 not depend on how the bytes were split), checks the target, the method, the
 HTTP version, the bearer token and the sizes, and gives one verdict: the
-decoded :class:`~..wire.asks.Ask`, or a :class:`Refusal` (the status and the
-reason the refusal response says). What to do with the verdict is the
-connection's table's business.
+decoded :class:`~..wire.asks.Ask`, a :class:`Refusal` (the status and the
+reason the refusal response says), or a :class:`HealthCheck` (a ``GET`` or
+``HEAD`` of ``/healthz`` or ``/readyz``, which needs no token and is decided
+on its head). What to do with the verdict is the connection's table's
+business.
 
 Limits: the head may be at most ``max_head_size`` bytes (else 431), the ask
 body at most ``max_ask_size`` bytes (else 413: decided on ``Content-Length``
@@ -27,7 +29,7 @@ from ..errors import AskError
 from ..wire.asks import Ask, decode_ask
 from ..wire.http import CONTINUE_RESPONSE, HEAD_END, audience_of, target_path
 
-__all__ = ["AskReader", "Refusal"]
+__all__ = ["HEALTH_CHECKS", "AskReader", "HealthCheck", "Refusal"]
 
 
 class Refusal(NamedTuple):
@@ -39,6 +41,21 @@ class Refusal(NamedTuple):
     extra: tuple[tuple[str, str], ...] = ()
     #: The request was a HEAD: the response has no body.
     head_only: bool = False
+
+
+class HealthCheck(NamedTuple):
+    """A health check: ``GET`` (or ``HEAD``) of one of :data:`HEALTH_CHECKS`."""
+
+    #: ``"healthz"`` (is the process serving?) or ``"readyz"`` (would an ask be served?).
+    check: str
+    #: The request was a HEAD: the response has no body.
+    head_only: bool = False
+
+
+#: The health checks by their path: always at the root, whatever the ask's path,
+#: so that a probe need not know the base path the server is reached under.
+HEALTH_CHECKS: Final[dict[bytes, str]] = {b"/healthz": "healthz", b"/readyz": "readyz"}
+_HEALTH_METHODS: Final = frozenset({b"GET", b"HEAD"})
 
 
 class _Reading(enum.Enum):
@@ -95,7 +112,7 @@ class AskReader:
         # trailers on top of the ask itself; past that it is refused (413).
         self._body_cap = max_ask_size + max_head_size
         self._reading = _Reading.HEAD
-        self._verdict: Ask | Refusal | None = None
+        self._verdict: Ask | Refusal | HealthCheck | None = None
         self._interim = b""
         self._scanned = 0
         self._head_size = 0
@@ -117,7 +134,7 @@ class AskReader:
         """How many more bytes may be buffered for it: past them no byte can change the verdict."""
         return self._max_head_size + self._body_cap - self._fed
 
-    def read(self, buffer: bytearray, eof: bool) -> Ask | Refusal | None:
+    def read(self, buffer: bytearray, eof: bool) -> Ask | Refusal | HealthCheck | None:
         """Read what ``buffer`` holds (taking it from its front); the verdict, once there is one.
 
         ``eof`` says that nothing more will arrive.
@@ -210,7 +227,16 @@ class AskReader:
         self._request_seen = True
         method = request.method
         self._head_request = method == b"HEAD"
-        if target_path(request.target) != self._ask_path_bytes:
+        path = target_path(request.target)
+        check = HEALTH_CHECKS.get(path)
+        if check is not None and method in _HEALTH_METHODS:
+            # Decided on the head, with no token: a probe learns whether the
+            # server serves, and nothing else.
+            self._reading = _Reading.OVER
+            self._body = bytearray()
+            self._verdict = HealthCheck(check, self._head_request)
+            return
+        if path != self._ask_path_bytes:
             self._refuse(404, _REASON_NOT_FOUND.format(path=self._ask_path))
             return
         if method != b"POST":

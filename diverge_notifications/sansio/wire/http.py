@@ -36,6 +36,7 @@ __all__ = [
     "check_token",
     "check_tokens",
     "chunk",
+    "plain_response",
     "refusal_response",
     "target_path",
 ]
@@ -231,7 +232,21 @@ def refusal_response(
 ) -> bytes:
     """A complete refusal: status, a plain-text body saying why, ``Connection: close``."""
     phrase = PHRASES.get(status, "Error")
-    body = f"{status} {phrase}: {reason}\n".encode()
+    return plain_response(
+        status, phrase, f"{status} {phrase}: {reason}", extra=extra, head_only=head_only
+    )
+
+
+def plain_response(
+    status: int,
+    phrase: str,
+    text: str,
+    *,
+    extra: Iterable[tuple[str, str]] = (),
+    head_only: bool = False,
+) -> bytes:
+    """A complete response: ``status`` and ``phrase``, ``text`` (a line) as a plain-text body."""
+    body = f"{text}\n".encode()
     lines = [
         f"HTTP/1.1 {status} {phrase}",
         "Content-Type: text/plain; charset=utf-8",

@@ -58,6 +58,7 @@ FED: dict[ServingInput, bytes] = {
     In.EXCHANGE_ASKED: EXCHANGE_ASK,
     In.EXCHANGE_DECLINED: EXCHANGE_ASK,
     In.ASK_REFUSED: REFUSED_ASK,
+    In.HEALTH_ASKED: b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n",
 }
 READING = frozenset(
     {
@@ -151,6 +152,8 @@ def _call(served: Served, what: ServingInput) -> object:
         serving.connection_lost()
     elif what is In.STALLED:
         serving.write_stalled(NOW)
+    elif what is In.HANDSHAKE_FAILED and state is ServingState.ASKING:
+        serving.handshake_failed(NOW, "TLS handshake failed: the peer does not speak TLS")
     else:
         # Not something the outside can produce here: as if it had happened.
         return serving._step(what, NOW)
@@ -190,7 +193,14 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
         assert after.final == Close(linger=2.0)
     elif outcome not in (Out.REFUSE_BUSY, Out.REFUSE_CROWDED, Out.REFUSE, Out.CUT_OFF):
         assert after.final == before.final
-    if outcome in (Out.NOTHING, Out.SILENCE, Out.EXPIRE, Out.RUN_HANDLER, Out.CLOSE):
+    if outcome in (
+        Out.NOTHING,
+        Out.SILENCE,
+        Out.EXPIRE,
+        Out.TLS_FAILED,
+        Out.RUN_HANDLER,
+        Out.CLOSE,
+    ):
         assert (added, after.subscribers, after.exchange) == (
             b"",
             before.subscribers,
@@ -198,6 +208,10 @@ def check_effect(outcome: ServingOutcome, step: Step[ServingInput]) -> None:
         )
     elif outcome is Out.OPEN_PATH:
         assert added.startswith(b"HTTP/1.1 200 OK\r\n") and after.subscribers == 1
+    elif outcome is Out.ANSWER_HEALTH:
+        # No token, no subscription: whether an ask would be served, and nothing else.
+        assert added.startswith(b"HTTP/1.1 200 OK\r\n") and added.endswith(b"\r\n\r\nok\n")
+        assert after.subscribers == 0
     elif outcome is Out.HOLD:
         assert added == b"" and after.exchange == ASK
     elif outcome is Out.DECLINE:

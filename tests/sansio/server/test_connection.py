@@ -894,6 +894,11 @@ def _connection_in(state: ServerState, profile: Profile) -> ServerConnection:
         return conn
     if state is ServerState.EXCHANGE_ASKED:
         return asked(encode_ask(CALL), profile=profile)[0]
+    if state is ServerState.HEALTH_ASKED:
+        conn = ServerConnection(profile=profile)
+        conn.receive_data(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        conn.next_event()
+        return conn
     conn, _ = asked(profile=profile)
     if state is ServerState.NOTIFICATIONS_ASKED:
         return conn

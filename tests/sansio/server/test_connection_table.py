@@ -37,6 +37,7 @@ from diverge_notifications.sansio.events import (
     ConnectionClosed,
     Event,
     ExchangeAsked,
+    HealthAsked,
     NotificationsAsked,
 )
 from diverge_notifications.sansio.server.connection import (
@@ -66,6 +67,7 @@ def request(body: bytes) -> bytes:
 NOTIFICATIONS_REQUEST = request(b"\x04")
 EXCHANGE_REQUEST = request(encode_ask(CALL))
 INVALID_REQUEST = b"GET /elsewhere HTTP/1.1\r\nHost: x\r\n\r\n"
+HEALTH_REQUEST = b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 @attrs.frozen(kw_only=True)
@@ -111,8 +113,11 @@ INPUTS: dict[ServerInput, Callable[[ServerConnection], bytes]] = {
     ServerInput.DECLINE: lambda c: c.decline(),
     ServerInput.ANSWER: lambda c: c.answer(RESULT),
     ServerInput.REFUSE: lambda c: c.refuse(503, BUSY, headers=[("Retry-After", "1")]),
+    ServerInput.HEALTH_CHECK: from_peer(HEALTH_REQUEST),
+    ServerInput.HEALTH_ANSWER: lambda c: c.answer_health(BUSY),
 }
 READ_INPUTS = {
+    ServerInput.HEALTH_CHECK,
     ServerInput.NOTIFICATIONS_ASK,
     ServerInput.EXCHANGE_ASK,
     ServerInput.INVALID_ASK,
@@ -166,6 +171,8 @@ WRITTEN: dict[ServerOutcome, bytes] = {
     ServerOutcome.HEAD_AND_END: b"",
     ServerOutcome.ANSWER: CALL_HEAD + frame_chunk(NOTIFICATION_TAG_BYTE + RESULT) + LAST_CHUNK,
     ServerOutcome.REFUSAL: refusal_response(503, BUSY, extra=[("Retry-After", "1")]),
+    ServerOutcome.HEALTH_ASKED: b"",
+    ServerOutcome.HEALTH: refusal_response(503, BUSY),
 }
 
 #: The events each outcome produces, before the ConnectionClosed of a final state.
@@ -176,6 +183,7 @@ EVENTS: dict[ServerOutcome, list[Event]] = {
         AskRefused(status=404, reason="this server answers only POST /requests")
     ],
     ServerOutcome.CLOSED: [ConnectionClosed()],
+    ServerOutcome.HEALTH_ASKED: [HealthAsked(check="readyz")],
 }
 
 
