@@ -144,6 +144,12 @@ def wait_for_port(host: str, port: int, timeout: float = HANG_GUARD) -> None:
 LOG_PREFIX = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(?:Z|[+-]\d\d:\d\d) [A-Z]+ ")
 
 
+#: ``serve``'s line for a path's end (:func:`log_message` of it): channel, how, sent, dropped.
+PATH_END_LINE: Final = re.compile(
+    rb"^server: path (\S+) ended \(([a-z ]+)\): (\d+) sent, (\d+) dropped \(peer \S+\)$"
+)
+
+
 def log_message(line: bytes) -> bytes:
     """A line of ``serve``'s text log without its time and level (other lines unchanged)."""
     return LOG_PREFIX.sub(b"", line, count=1)

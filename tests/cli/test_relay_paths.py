@@ -86,7 +86,7 @@ def wrapped_server(folder: Path) -> list[str]:
 def bridge_events(serve: ServeProcess) -> list[dict[str, Any]]:
     prefix = b"bridge: "
     return [
-        json.loads(line[len(prefix) :]) for line in serve.stderr.lines if line.startswith(prefix)
+        json.loads(line[len(prefix) :]) for line in serve.stderr.messages if line.startswith(prefix)
     ]
 
 

@@ -8,19 +8,15 @@ guards against a hang; no test asserts how long anything took.
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Final
 
 from diverge_notifications.cli import EXIT_OK, EXIT_USAGE
 from diverge_notifications.sansio import NotServed
 from tests.adapters.test_pressure import Listening, opened, progress_of
-from tests.interop import ServeProcess, cli_command, run_cli
+from tests.interop import PATH_END_LINE, ServeProcess, cli_command, run_cli
 
 LINES: Final = 100_000
-END_LINE: Final = re.compile(
-    rb"^server: path (\S+) ended \(([a-z ]+)\): (\d+) sent, (\d+) dropped \(peer \S+\)$"
-)
 
 
 def line(index: int) -> bytes:
@@ -52,7 +48,7 @@ def test_100000_lines_at_full_speed_reach_a_listener_that_reads_all_in_order() -
         assert progress_of(got) == list(range(LINES))
         assert serve.interrupt() == EXIT_OK
         listening.stop()
-    ends = [match for text in serve.stderr.messages if (match := END_LINE.match(text))]
+    ends = [match for text in serve.stderr.messages if (match := PATH_END_LINE.match(text))]
     assert [(m[2], int(m[3]), int(m[4])) for m in ends] == [(b"clean", LINES, 0)]
     summary = serve.stderr.messages[-1]
     assert summary.startswith(b"served 1 asks (1 paths, 0 exchanges): ")

@@ -10,21 +10,19 @@ has a generous deadline that only catches a hang.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from typing import Final
 
 from diverge_notifications.cli import EXIT_OK
 from tests.adapters.test_pressure import opened, progress_of, stalled_peer
-from tests.interop import ServeProcess
+from tests.interop import PATH_END_LINE, ServeProcess
 
 #: 200 notifications of 8 KB a second, for 12 s.
 RATE: Final = 200
 SECONDS: Final = 12
 LINES: Final = RATE * SECONDS
 PAD: Final = "p" * 8 * 1024
-END_LINE: Final = re.compile(rb"^path (\S+) ended \(([a-z ]+)\): (\d+) sent, (\d+) dropped$")
 
 
 def line(index: int) -> bytes:
@@ -68,7 +66,7 @@ def test_a_listener_that_never_reads_holds_up_no_reader() -> None:
         never_reads.close()
         assert serve.interrupt() == EXIT_OK
         reader.stop()
-    ends = [match for text in serve.stderr.lines if (match := END_LINE.match(text))]
+    ends = [match for text in serve.stderr.messages if (match := PATH_END_LINE.match(text))]
     counts = sorted((int(m[3]), int(m[4])) for m in ends)
     # The reader: everything, nothing dropped. The other: what did not fit, dropped and counted.
     assert counts[-1] == (LINES, 0)
