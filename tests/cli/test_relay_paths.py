@@ -84,9 +84,10 @@ def wrapped_server(folder: Path) -> list[str]:
 
 
 def bridge_events(serve: ServeProcess) -> list[dict[str, Any]]:
-    prefix = b"bridge: "
+    """The bridge's events (its JSON lines; its other lines are said in words)."""
+    prefix = b"bridge: {"
     return [
-        json.loads(line[len(prefix) :]) for line in serve.stderr.messages if line.startswith(prefix)
+        json.loads(line[len(prefix) - 1 :]) for line in serve.stderr.messages if line.startswith(prefix)
     ]
 
 
@@ -151,7 +152,7 @@ def test_a_server_given_up_errors_the_path_and_serve_exits_1(folder: Path) -> No
     options = wrapped_server(folder)
     with (
         ServeProcess(
-            *options, "--mcp-max-attempts", "1", "--log-level", "none", stdin=False
+            *options, "--mcp-max-attempts", "2", "--log-level", "none", stdin=False
         ) as serve,
         ListenProcess(serve.url, "--events") as listen,
         servers_killed(folder),
@@ -159,7 +160,9 @@ def test_a_server_given_up_errors_the_path_and_serve_exits_1(folder: Path) -> No
         subscribed(serve)
         assert listen.stdout is not None
         listen.stdout.wait_for_count(1)
-        (folder / "fail").touch()  # started again, it exits 3 at once: given up
+        # A connection that lived less than healthy_after and broke is the first
+        # failure; started again, the server exits 3 at once: the second, given up.
+        (folder / "fail").touch()
         kill_server(folder)
         errored = listen.wait_for_event("StreamErrored")
         assert "killed by signal 9" in errored["error"]["message"]
