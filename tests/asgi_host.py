@@ -10,13 +10,20 @@ by an async handler: ``{"tools": [], "asked": "<the exchange>"}``.
 ``DIVERGE_ASGI_TOKEN`` sets the token,
 ``DIVERGE_ASGI_STALL`` the stall timeout, ``DIVERGE_ASGI_KEEPALIVE`` the
 keep-alive interval.
+
+``python -m tests.asgi_host PORT`` serves it with uvicorn the way
+docs/asgi.md recommends: on SIGTERM the paths end (``aclose()``) before
+uvicorn's own shutdown, which then waits for the connections to drain.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import sys
 
 import attrs
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -78,3 +85,18 @@ app = Starlette(
     ],
     lifespan=notifications.lifespan,
 )
+
+
+class AclosingServer(uvicorn.Server):
+    """uvicorn, ending the paths before its own shutdown (docs/asgi.md, Shutdown)."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await notifications.aclose()
+        await super().shutdown(sockets)
+
+
+if __name__ == "__main__":
+    config = uvicorn.Config(
+        app, port=int(sys.argv[1]), timeout_graceful_shutdown=10, access_log=False
+    )
+    AclosingServer(config).run()

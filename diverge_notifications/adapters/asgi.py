@@ -30,7 +30,11 @@ answer, which the ASGI server closes. On the application's shutdown
 :meth:`AsgiApp.lifespan` context, or the ASGI server cancelling the request
 when its graceful shutdown times out, where the connection outlives the
 request, as uvicorn's does) every open path writes its queue and its clean
-end. The application runs on asyncio.
+end. Written means handed to the ASGI server: uvicorn exits right after its
+cancellation without writing out what it holds, so the route that is clean
+for a listener that is behind is :meth:`AsgiApp.aclose` before the ASGI
+server's own shutdown (docs/asgi.md, Shutdown). The application runs on
+asyncio.
 """
 
 from __future__ import annotations

@@ -62,20 +62,27 @@ def progress(index: int, size: int = 0) -> bytes:
 
 
 class AsgiServer:
-    """``tests.asgi_host:app`` served by ``server`` (uvicorn or hypercorn) on a free port."""
+    """``tests.asgi_host:app`` served by ``server`` (uvicorn or hypercorn) on a free port.
+
+    ``uvicorn-aclose`` is uvicorn run by ``tests/asgi_host.py`` itself, ending
+    the paths before uvicorn's own shutdown, as docs/asgi.md recommends.
+    """
 
     def __init__(self, server: str, **env: str) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/diverge"
-        if server == "uvicorn":
+        command = [sys.executable, "-m", server, "tests.asgi_host:app"]
+        if server == "uvicorn-aclose":
+            command, args = [sys.executable, "-m", "tests.asgi_host", str(self.port)], []
+        elif server == "uvicorn":
             args = ["--port", str(self.port), "--timeout-graceful-shutdown", "1"]
             args += ["--no-access-log"]
         else:
             # One process (no worker processes), so that the test ends what it started.
             args = ["--bind", f"127.0.0.1:{self.port}", "--graceful-timeout", "1", "-w", "0"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", server, "tests.asgi_host:app", *args],
+            [*command, *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -185,7 +192,7 @@ def _curl_path(url: str, body: Path) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.skipif(CURL is None, reason="curl is not installed (apt-get install curl)")
-@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("server", [*SERVERS, "uvicorn-aclose"])
 def test_curl_gets_the_bytes_the_native_server_writes(server: str, tmp_path: Path) -> None:
     lines = [progress(0), progress(1, 5000), b'{"method":"vendor/x","params":{"a":[1,2]},"y":1}']
     with (
@@ -199,12 +206,27 @@ def test_curl_gets_the_bytes_the_native_server_writes(server: str, tmp_path: Pat
                 native.send_line(line)
             asgi.publish(lines)
             wait_until(lambda: asgi.stats()["notifications_sent"] == len(lines), "the sends")
+            # serve --stdin reads its lines on its own time: interrupted before it has
+            # sent them, it would end the path with none of them (curl makes the file
+            # with the first byte of the body).
+            native_file = tmp_path / "native"
+            wait_until(
+                lambda: native_file.exists() and lines[-1] in native_file.read_bytes(),
+                "the native sends",
+            )
             assert native.interrupt() == 0
             if server == "uvicorn":
-                # SIGTERM: uvicorn waits for the answer, then cancels it; the path ends cleanly.
+                # SIGTERM: uvicorn waits for the answer, then cancels it; the path ends
+                # cleanly (curl keeps up, so the end leaves before uvicorn exits).
                 asgi.proc.send_signal(signal.SIGTERM)
                 # uvicorn raises the signal again once it has shut down.
                 assert asgi.proc.wait(HANG_GUARD) in (0, -signal.SIGTERM)
+            elif server == "uvicorn-aclose":
+                # SIGTERM: the paths end first, then uvicorn waits for them to drain.
+                asgi.proc.send_signal(signal.SIGTERM)
+                assert asgi.proc.wait(HANG_GUARD) in (0, -signal.SIGTERM)
+                asgi.stderr.join()
+                assert "graceful shutdown exceeded" not in asgi.stderr.text()  # nothing cancelled
             else:
                 assert asgi.http("POST", "/close")[0] == 200
             _, native_err = native_curl.communicate(timeout=HANG_GUARD)
