@@ -62,6 +62,7 @@ async def publish(request: Request) -> PlainTextResponse:
 async def stats(request: Request) -> JSONResponse:
     counts = attrs.asdict(notifications.stats())
     counts["refusals"] = {str(status): n for status, n in counts["refusals"].items()}
+    counts["paths_ended"] = dict(counts["paths_ended"])
     return JSONResponse(counts)
 
 
