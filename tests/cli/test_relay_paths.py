@@ -85,10 +85,9 @@ def wrapped_server(folder: Path) -> list[str]:
 
 def bridge_events(serve: ServeProcess) -> list[dict[str, Any]]:
     """The bridge's events (its JSON lines; its other lines are said in words)."""
-    prefix = b"bridge: {"
-    return [
-        json.loads(line[len(prefix) - 1 :]) for line in serve.stderr.messages if line.startswith(prefix)
-    ]
+    prefix = b"bridge: "
+    lines = serve.stderr.messages
+    return [json.loads(line[len(prefix) :]) for line in lines if line.startswith(prefix + b"{")]
 
 
 def subscribed(serve: ServeProcess, count: int = 1) -> None:
