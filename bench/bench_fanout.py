@@ -35,7 +35,7 @@ per delivery from N = 10. Run from the repository's root:
 project,trio,blocking`` compares the project's three servers instead (the
 first named is the one the ratios are of).
 
-The closing note (:data:`HISTORY`) gives the numbers before and after issue 26.
+:data:`HISTORY` records the numbers before and after the work of issue 26.
 """
 
 from __future__ import annotations
@@ -465,7 +465,7 @@ def main() -> None:
                 f"{n:>5} ratio project/{kind}: best {project / min(results[kind]['cpu']):.2f}x"
                 f" (per round {min(paired):.2f}-{max(paired):.2f}x)"
             )
-    print("\nClosing note, before and after:")
+    print("\nRecorded before and after:")
     print(HISTORY)
 
 

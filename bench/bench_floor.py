@@ -40,7 +40,7 @@ likewise, a tenth of the publishes at a time. Run from the repository's root:
 the one imported: run with ``PYTHONPATH=.`` to measure a working tree
 rather than an installed copy; the first line printed says which it is.
 
-The closing note (:data:`HISTORY`) lists the ratios measured before and
+:data:`HISTORY` lists the ratios measured before and
 after the work that brought these paths to their floors.
 """
 
@@ -98,7 +98,7 @@ ADAPTER_TARGET: Final = 1.5
 FAN_OUT_TARGET_US: Final = 0.5
 STDIN_TARGET: Final = 1.2
 
-#: The closing note: the ratios printed by this benchmark before and after.
+#: The record: the ratios printed by this benchmark before and after.
 HISTORY: Final = """\
 CPython 3.11 on a 2-core machine shared with other work; ranges over 3 runs
 before (the code as issue 9 left it) and 5 after. Lower is better.
@@ -506,7 +506,7 @@ def main() -> None:
     fan_out_section()
     stdin_section()
     print()
-    print("Closing note, before and after:")
+    print("Recorded before and after:")
     print(HISTORY)
 
 
