@@ -7,7 +7,7 @@ publish to the last notification received.
 
 Each adapter is measured over TLS too (``https://``, a certificate made
 with trustme, the dev dependency; TLS 1.3 on loopback), beside plain HTTP,
-and the record below gives the ratio TLS / plain for each: what encryption
+and the bench prints the ratio TLS / plain for each: what encryption
 costs on a path.
 
 For comparison, the official MCP Python SDK (``mcp`` 2.x) delivers the same
