@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..sansio.drivers import actions
 from ..sansio.drivers.actions import ClientDriver, ExchangeHandler
 from ..sansio.drivers.proxy import ExchangeError, ExchangeFailed
-from ..sansio.drivers.serve import ServingConnection
+from ..sansio.drivers.serve import ServingConnection, ServingState
 from ..sansio.drivers.settings import ServeSettings
 from ..sansio.errors import ProxyClosed
 from ..sansio.events import Event
@@ -49,13 +49,14 @@ from ._common import (
     accepted,
     describe_error,
     handler_timed_out,
+    handshake_failure,
     listen_driver,
     reset_on_close,
     run_exchange_handler,
     sweep_period,
 )
 from ._proxy import AsyncProxy
-from .tls import asyncio_server_options
+from .tls import asyncio_tls_options
 
 if TYPE_CHECKING:
     import ssl
@@ -187,12 +188,23 @@ class Server(AsyncServerBase):
             await within(event.wait(), seconds)
 
     async def _start(self, host: str, port: int) -> Server:
-        self._loop = asyncio.get_running_loop()
-        settings = self._settings  # the handshake is part of the time an ask may take
-        tls = asyncio_server_options(self.tls, settings.ask_timeout, settings.close_timeout)
-        self._server = await asyncio.start_server(
-            self._accepted, host, port, reuse_address=True, backlog=settings.backlog, **tls
-        )
+        self._loop = loop = asyncio.get_running_loop()
+        settings = self._settings
+        if self.tls is None:
+            self._server = await asyncio.start_server(
+                self._accepted, host, port, reuse_address=True, backlog=settings.backlog
+            )
+        else:
+            # Not start_server(ssl=...): it drops a failed handshake without a
+            # word. Each connection does its own (_Connection.run_secured).
+            tls = self.tls
+            self._server = await loop.create_server(
+                lambda: _Accepting(self, tls),
+                host,
+                port,
+                reuse_address=True,
+                backlog=settings.backlog,
+            )
         name = self._server.sockets[0].getsockname()
         self.host = str(name[0])
         self.port = int(name[1])
@@ -215,7 +227,7 @@ class Server(AsyncServerBase):
         self._sweeper = self._loop.call_later(sweep_period(self._settings), self._sweep)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _Connection(self, reader, writer).run()
+        await _Connection(self, writer.transport).run(reader, writer)
 
     async def close(self) -> None:
         """End every open path cleanly, stop accepting, and close every connection.
@@ -257,30 +269,37 @@ class Server(AsyncServerBase):
 
 
 class _Connection:
-    """One accepted connection: a reader task, and a loop performing the driver's actions."""
+    """One accepted connection: a reader task, and a loop performing the driver's actions.
 
-    def __init__(
-        self, server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    Made on ``transport`` as it is accepted; :meth:`run` is given its
+    streams (on a TLS server, :meth:`run_secured` makes them once the
+    handshake is done).
+    """
+
+    _reader: asyncio.StreamReader
+    _writer: asyncio.StreamWriter
+
+    def __init__(self, server: Server, transport: asyncio.WriteTransport) -> None:
         self._server = server
         self._loop = loop = server._loop
-        self._reader = reader
-        self._writer = writer
+        # What abort() cuts off: the accepted socket's, until run() has the streams'.
+        self._transport = transport
         # Set by hub.publish too: the loop writes on its next iteration, so
         # that everything published meanwhile goes out as one chunk.
         self._ready = asyncio.Event()
         # Made when the connection is accepted: the ask's deadline starts now.
-        peer = accepted(writer.get_extra_info("socket"), server._settings)
+        sock = transport.get_extra_info("socket")
+        peer = accepted(sock, server._settings)
         self.serving = server._serving(self._ready.set, loop.time(), peer)
         self._handler: asyncio.Task[None] | None = None
+        self._secured: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
+        self._handshaking = False
         self.finished: asyncio.Future[None] = loop.create_future()
         # What the stall check needs: the bytes written, and the transport's
-        # low-water mark, at or under which it is never paused.
+        # low-water mark, at or under which it is never paused (set by run()).
         self._written = 0
-        self._low_water = writer.transport.get_write_buffer_limits()[0]
-        self._progress = WriteProgress(
-            writer.get_extra_info("socket"), server._settings.stall_timeout
-        )
+        self._low_water = 0
+        self._progress = WriteProgress(sock, server._settings.stall_timeout)
         server._connections.add(self)
         if server._closing:
             self.shutdown()
@@ -289,9 +308,11 @@ class _Connection:
         """The server is closing: end the path cleanly."""
         self.serving.shutdown()
         self._ready.set()
+        if self._handshaking:  # no ask yet: closed at once, as one still being read
+            self._transport.abort()
 
     def abort(self) -> None:
-        self._writer.transport.abort()
+        self._transport.abort()
 
     def wake(self) -> None:
         """A deadline of the connection passed (the server's sweep): take the next action."""
@@ -323,7 +344,12 @@ class _Connection:
         finally:
             writing.discard(self)
 
-    async def run(self) -> None:
+    async def run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve the connection through ``reader`` and ``writer``, then close it."""
+        self._reader = reader
+        self._writer = writer
+        self._transport = transport = writer.transport
+        self._low_water = transport.get_write_buffer_limits()[0]
         reading = self._loop.create_task(self._read())
         try:
             await self._serve()
@@ -335,8 +361,80 @@ class _Connection:
             self._writer.close()
             with contextlib.suppress(OSError):
                 await self._writer.wait_closed()  # what is written goes out first
-            self._server._connections.discard(self)
-            self.finished.set_result(None)
+            self._forget()
+
+    def secure(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        """Do the TLS handshake with ``context`` on a task of its own, then serve (TLS server)."""
+        self._handshaking = not self._server._closing
+        self._secured = self._loop.create_task(self.run_secured(transport, context))
+
+    async def run_secured(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        """Do the TLS handshake, then :meth:`run`; a failed one is reported to the driver.
+
+        The handshake has ``ask_timeout`` (the ask's deadline started at the
+        accept), and holds up no other connection: each has its own task.
+        """
+        # The peer's first bytes are the handshake's: nothing is read before
+        # it. This first step of the task runs before the loop first reads
+        # the socket (queued by connection_made, before the loop polls
+        # again). Not paused in connection_made: Python 3.10 registers the
+        # socket's reader after it, pause or not.
+        transport.pause_reading()
+        try:
+            secured = await self._handshake(context)
+        except BaseException:
+            self._transport.abort()
+            self.serving.connection_lost()
+            self._forget()
+            raise
+        finally:
+            self._handshaking = False
+        if isinstance(secured, tuple):
+            await self.run(*secured)
+            return
+        # Not if the server closed it meanwhile, or refused it as busy (its
+        # driver went past the ask): that end is told as the driver's own.
+        if secured is not None and self.serving.state is ServingState.ASKING:
+            self.serving.handshake_failed(self._loop.time(), secured)
+        # Aborted: a close would wait for a slow peer to read what is left.
+        self._transport.abort()
+        self.serving.connection_lost()
+        self._forget()
+
+    async def _handshake(
+        self, context: ssl.SSLContext
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | str | None:
+        """The streams of the connection inside TLS; else why the handshake failed.
+
+        ``None`` if the connection was closed on our side meanwhile (the
+        server closes).
+        """
+        if not self._handshaking:  # the server closed before the handshake began
+            return None
+        loop = self._loop
+        settings = self._server._settings
+        # The streams start_server would make, over the TLS transport.
+        reader = asyncio.StreamReader(loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        timeout = settings.ask_timeout
+        options = asyncio_tls_options(timeout, settings.close_timeout)
+        # Both deadlines are the same: ours (within) is set first, so it is
+        # the one that fires, and a handshake too slow is said to be so.
+        upgrading = loop.start_tls(self._transport, protocol, context, **options)
+        try:
+            transport = await within(upgrading, timeout)
+        except (OSError, asyncio.TimeoutError) as error:
+            return handshake_failure(error)
+        if transport is None:  # the connection was lost, by our abort()
+            return None
+        # start_tls() leaves connection_made() to its caller.
+        protocol.connection_made(transport)
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+    def _forget(self) -> None:
+        """The connection is closed: the server no longer waits for it."""
+        self._server._connections.discard(self)
+        self.finished.set_result(None)
 
     async def _read(self) -> None:
         serving = self.serving
@@ -392,6 +490,22 @@ class _Connection:
                 elif action.linger:
                     await linger(self._reader, writer, action.linger)
                 return
+
+
+class _Accepting(asyncio.Protocol):
+    """A connection accepted by a TLS server, until its handshake takes it over.
+
+    Nothing is read before (see :meth:`_Connection.run_secured`): the
+    peer's first bytes are the handshake's, which ``loop.start_tls`` reads.
+    """
+
+    def __init__(self, server: Server, context: ssl.SSLContext) -> None:
+        self._server = server
+        self._context = context
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        _Connection(self._server, transport).secure(transport, self._context)
 
 
 # --- the proxy ------------------------------------------------------------------------

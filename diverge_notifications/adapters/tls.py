@@ -27,7 +27,7 @@ from typing import Any, Final
 
 __all__ = [
     "ALPN_PROTOCOLS",
-    "asyncio_server_options",
+    "asyncio_tls_options",
     "client_context",
     "connect",
     "describe_load_error",
@@ -157,18 +157,14 @@ def describe_load_error(error: OSError) -> str:
     return words
 
 
-def asyncio_server_options(
-    context: ssl.SSLContext | None, handshake_timeout: float, shutdown_timeout: float
-) -> dict[str, Any]:
-    """The keyword arguments of ``asyncio.start_server`` for serving TLS with ``context``.
+def asyncio_tls_options(handshake_timeout: float, shutdown_timeout: float) -> dict[str, Any]:
+    """The keyword arguments of ``loop.start_tls`` for a server's side of a connection.
 
-    None without a context. Both ends of a TLS connection are bounded: the
-    handshake by ``handshake_timeout``, and (from Python 3.11, where asyncio
-    waits for the peer's own TLS close) the closing by ``shutdown_timeout``.
+    Both ends of a TLS connection are bounded: the handshake by
+    ``handshake_timeout``, and (from Python 3.11, where asyncio waits for
+    the peer's own TLS close) the closing by ``shutdown_timeout``.
     """
-    if context is None:
-        return {}
-    options: dict[str, Any] = {"ssl": context, "ssl_handshake_timeout": handshake_timeout}
+    options: dict[str, Any] = {"server_side": True, "ssl_handshake_timeout": handshake_timeout}
     if sys.version_info >= (3, 11):
         options["ssl_shutdown_timeout"] = shutdown_timeout
     return options
