@@ -3,7 +3,10 @@
 The protocol lives in :mod:`diverge_notifications.sansio`; the drivers for
 asyncio, trio and blocking sockets (``listen``, ``serve``, ``Proxy``) in
 :mod:`diverge_notifications.adapters`. Importing this package imports
-neither an adapter nor trio.
+nothing more: each name below is imported from :mod:`.sansio` when it is
+first used, so that the command line starts quickly and Ctrl-C while it
+starts is as quiet as later (``python -m diverge_notifications`` imports
+this package before its own guard can run).
 
 This namespace names what an application works with, whichever adapter it
 runs on:
@@ -29,39 +32,42 @@ The rest (codecs, drivers, the events a server sees, every exception) is in
 and the blocking proxy's ``ProxyClosed`` are in its module.
 """
 
-from .sansio import (
-    AttemptsExhausted,
-    Backoff,
-    ConnectionFailed,
-    DecodeError,
-    ErrorData,
-    Event,
-    ExchangeError,
-    ExchangeFailed,
-    Hub,
-    Interest,
-    LocalProtocolError,
-    LogLevel,
-    MessageRejected,
-    Notification,
-    NotificationKind,
-    NotificationReceived,
-    NotificationTooLarge,
-    NotServed,
-    PlaintextTokenRefused,
-    Profile,
-    ProtocolError,
-    ProxyConnection,
-    ProxyPolicy,
-    ReaskNeeded,
-    ResultReceived,
-    RetryScheduled,
-    ServerConnection,
-    StreamBroken,
-    StreamEnded,
-    StreamErrored,
-    StreamOpened,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .sansio import (
+        AttemptsExhausted,
+        Backoff,
+        ConnectionFailed,
+        DecodeError,
+        ErrorData,
+        Event,
+        ExchangeError,
+        ExchangeFailed,
+        Hub,
+        Interest,
+        LocalProtocolError,
+        LogLevel,
+        MessageRejected,
+        Notification,
+        NotificationKind,
+        NotificationReceived,
+        NotificationTooLarge,
+        NotServed,
+        PlaintextTokenRefused,
+        Profile,
+        ProtocolError,
+        ProxyConnection,
+        ProxyPolicy,
+        ReaskNeeded,
+        ResultReceived,
+        RetryScheduled,
+        ServerConnection,
+        StreamBroken,
+        StreamEnded,
+        StreamErrored,
+        StreamOpened,
+    )
 
 __version__ = "0.1.0"
 
@@ -99,3 +105,18 @@ __all__ = [
     "StreamOpened",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`__all__`, imported from :mod:`.sansio` on first use (PEP 562)."""
+    if name in __all__:
+        from . import sansio
+
+        value = getattr(sansio, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -93,7 +93,12 @@ def test_ctrl_c_at_any_moment_is_quiet_and_the_same_status() -> None:
     runs: list[Run] = []
     refusing = f"http://127.0.0.1:{free_port()}"  # nothing listens: listen asks again
     with silent_server() as url:
-        for moment in (imported(CLI_IMPORTED), imported("diverge_notifications.adapters.asyncio")):
+        for moment in (
+            # The core, imported by the command line (the package imports it lazily).
+            imported("diverge_notifications.sansio.errors"),
+            imported(CLI_IMPORTED),
+            imported("diverge_notifications.adapters.asyncio"),
+        ):
             runs += [
                 (("serve", "--port", "0", "--stdin"), moment),
                 (("listen", url), moment),
