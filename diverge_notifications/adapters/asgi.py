@@ -60,6 +60,7 @@ from ..sansio.drivers.settings import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_DISCARD,
+    DEFAULT_SLOW_AFTER,
     DEFAULT_STALL_TIMEOUT,
     DEFAULT_WRITE_BUFFER,
     ServeSettings,
@@ -118,6 +119,8 @@ def asgi_app(
     exchange_timeout: float = DEFAULT_HANDLER_TIMEOUT,
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     max_discard: int = DEFAULT_MAX_DISCARD,
+    address_share: float = 1.0,
+    slow_after: float = DEFAULT_SLOW_AFTER,
     profile: Profile = Profile.PROVIDER,
     on_report: Callable[[ServeReport], None] | None = None,
 ) -> AsgiApp:
@@ -126,9 +129,12 @@ def asgi_app(
     Asks are posted to ``{root_path}/requests``: mounted at ``/diverge``, the
     listeners' base URL is ``http://host:port/diverge``. The options are
     those of ``serve()`` (``ServeOptions``, docs/adapters.md) and are checked
-    by the call. ``tokens`` (several tokens, each path belonging to the one
-    it asked with) and ``interest`` (what every path subscribes to) go to
-    :class:`ServeSettings` as they are, when given.
+    by the call: ``tokens`` (several tokens, each path belonging to the one
+    it asked with), ``interest`` (what every path subscribes to),
+    ``slow_after`` (how long a waiting publisher waits for a path that takes
+    nothing). ``address_share`` is 1 here, no share, where ``serve()``'s is
+    0.5: an ASGI server is often behind a reverse proxy, whose one address
+    every client would share.
     The listening socket's options (``ssl``, ``backlog``, ``send_buffer``,
     ``linger``) are the ASGI server's. See docs/asgi.md.
     """
@@ -145,15 +151,13 @@ def asgi_app(
         "exchange_timeout": exchange_timeout,
         "max_connections": max_connections,
         "max_discard": max_discard,
+        "address_share": address_share,
+        "slow_after": slow_after,
         "profile": profile,
         "on_report": on_report,
+        "tokens": tokens,
+        "interest": interest,
     }
-    # Only when given, so that a ServeSettings that has no such field yet
-    # refuses them (TypeError) instead of serving without them.
-    if tokens is not None:
-        options["tokens"] = tokens
-    if interest is not None:
-        options["interest"] = interest
     return AsgiApp(hub, exchange_handler, options)
 
 
