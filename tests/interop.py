@@ -150,6 +150,32 @@ PATH_END_LINE: Final = re.compile(
 )
 
 
+def python_blocks(markdown: str) -> list[str]:
+    """The ```python blocks of a Markdown document, in order."""
+    return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.MULTILINE | re.DOTALL)
+
+
+def run_python_block(code: str) -> subprocess.CompletedProcess[str]:
+    """Run a documentation example in a fresh interpreter, from the checkout's root."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Wait until ``condition()`` holds; :data:`HANG_GUARD` bounds it, catching hangs only."""
+    deadline = time.monotonic() + HANG_GUARD
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
 def log_message(line: bytes) -> bytes:
     """A line of ``serve``'s text log without its time and level (other lines unchanged)."""
     return LOG_PREFIX.sub(b"", line, count=1)

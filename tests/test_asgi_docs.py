@@ -8,16 +8,13 @@ extra).
 from __future__ import annotations
 
 import importlib.util
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.interop import ROOT, python_blocks, run_python_block
+
 DOC = (ROOT / "docs" / "asgi.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC, flags=re.MULTILINE | re.DOTALL)
+BLOCKS = python_blocks(DOC)
 MISSING = [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
 
 
@@ -28,13 +25,6 @@ def test_the_doc_has_an_example() -> None:
 @pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)} (the dev extra)")
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_the_example_runs(index: int) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", BLOCKS[index]],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_python_block(BLOCKS[index])
     assert result.returncode == 0, f"docs/asgi.md example {index} failed:\n{result.stderr}"
     assert "'data': 'hi'" in result.stdout

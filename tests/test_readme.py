@@ -14,16 +14,15 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.interop import HANG_GUARD, LineReader, kill_if_running
+from tests.interop import HANG_GUARD, LineReader, kill_if_running, python_blocks, run_python_block
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"^```python\n(.*?)^```", README, flags=re.MULTILINE | re.DOTALL)
+BLOCKS = python_blocks(README)
 
 
 def test_readme_has_examples() -> None:
@@ -32,14 +31,7 @@ def test_readme_has_examples() -> None:
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index: int) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", BLOCKS[index]],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_python_block(BLOCKS[index])
     assert result.returncode == 0, f"README example {index} failed:\n{result.stderr}"
 
 

@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -38,6 +37,7 @@ from tests.interop import (
     free_port,
     kill_if_running,
     wait_for_port,
+    wait_until,
 )
 
 SERVERS = ("uvicorn", "hypercorn")
@@ -133,14 +133,6 @@ class AsgiServer:
     def __exit__(self, *exc_info: object) -> None:
         kill_if_running(self.proc)
         self.stderr.join()
-
-
-def wait_until(predicate: Any, what: str) -> None:
-    """Wait (a generous bound, catching hangs only) until ``predicate()`` holds."""
-    deadline = time.monotonic() + HANG_GUARD
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} did not happen"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("server", SERVERS)

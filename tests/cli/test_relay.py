@@ -23,7 +23,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -57,14 +56,6 @@ __all__ = ["everything"]  # imported to be found by pytest, as a fixture
 QUIET: Final = ("--interval", "3600")
 #: What a server started by ``serve`` needs to import this package from a checkout.
 CHECKOUT_ENV: Final = f"PYTHONPATH={ROOT}"
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def ask(url: str, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -16,14 +16,19 @@ import os
 import signal
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-from tests.interop import HANG_GUARD, ROOT, ListenProcess, ServeProcess, cli_command, run_cli
+from tests.interop import (
+    ROOT,
+    ListenProcess,
+    ServeProcess,
+    cli_command,
+    run_cli,
+)
 
 #: The example server, started through a wrapper that notes its pid, waits while a
 #: ``hold`` file exists (the server is down for as long as a test likes) and exits 3
@@ -43,14 +48,6 @@ WRAPPER: Final = textwrap.dedent(
                               "--interval", "0.2"])
     """
 )
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture
