@@ -31,7 +31,7 @@ from ..sansio.errors import FrameError
 from ..sansio.events import AttemptsExhausted, Event
 from ..sansio.lines import DEFAULT_MAX_LINE_SIZE
 from ..sansio.mcp.model import ErrorCode, ErrorData, LogLevel, Notification
-from ..sansio.server.hub import Hub
+from ..sansio.server.hub import Hub, is_request
 from ._config import ServerSpec
 from ._http import http_transport
 from ._link import Link, describe
@@ -393,7 +393,7 @@ class Bridge:
             notification = Notification.from_bytes(raw)
         except FrameError:
             return  # not an object with a method: a response, or not JSON at all
-        if "id" in notification.members:
+        if is_request(notification):
             return  # a request from the server, not a notification
         try:
             audiences = self._audiences(notification) if self._callers else ()
