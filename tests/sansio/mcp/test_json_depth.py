@@ -2,9 +2,12 @@
 
 ``parse`` refuses a value whose arrays and objects nest ``MAX_DEPTH`` (128)
 levels deep and accepts 127. It finds the depth from the brackets outside
-strings rather than by walking the value, skips the check for texts shorter
+strings, or (on CPython, where that is cheaper) by walking only the
+containers that can hold containers; it skips the check for texts shorter
 than ``2 * MAX_DEPTH`` bytes and walks texts dense in escapes. Whatever the
-route, the answer must be the one a recursive walk of ``json.loads`` gives.
+route, the answer must be the one a recursive walk of ``json.loads`` gives:
+every case here runs twice, with the walk of tracked containers first and
+with the text alone.
 """
 
 from __future__ import annotations
@@ -52,6 +55,17 @@ def expect_parse_agrees(text: bytes) -> None:
     else:
         with pytest.raises(JsonError, match="nested 128 deep"):
             parse(text)
+
+
+@pytest.fixture(autouse=True, params=["tracked walk first", "text alone"])
+def depth_route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each case with the walk of tracked containers tried first, then with the text alone."""
+    route: str = request.param
+    if route == "text alone":
+        monkeypatch.setattr(_json, "_WALK_TRACKED", False)
+    elif not _json._WALK_TRACKED:
+        pytest.skip("the walk of tracked containers is CPython's")
+    return route
 
 
 def nested(depth: int, inner: str = "") -> str:
@@ -407,3 +421,67 @@ def test_a_chain_of_either_kind_is_counted_where_it_lies(depth: int, level: str,
     half = raw[: len(raw) // 2] if side == "first half" else raw[len(raw) // 2 :]
     assert chain.encode() in half
     expect_depth_and_agreement(raw, depth)
+
+
+# --- the walk of tracked containers ----------------------------------------------------
+
+
+def log_message(records_each: int) -> bytes:
+    """A log message whose data holds ``records_each`` records: many brackets, 4 levels."""
+    records = [
+        {"ts": 1_700_000_000 + i, "lvl": "info", "msg": f"request {i}"} for i in range(records_each)
+    ]
+    data = {"service": "indexer", "records": records}
+    params = {"level": "info", "logger": "indexer", "data": data}
+    body = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def test_a_log_message_of_many_records_is_decided_by_the_walk(depth_route: str) -> None:
+    # The shape the walk is for: its records are dicts of scalars, which
+    # CPython does not track, so the walk stops above them.
+    raw = log_message(880)
+    assert raw.count(b"{") > MAX_DEPTH
+    value = json.loads(raw)
+    assert _json._within_depth(value, len(raw) // _json._BYTES_PER_WALKED_CHILD)
+    with mock.patch.object(_json, "_within_depth", wraps=_json._within_depth) as walk:
+        assert parse(raw) == value
+    assert walk.call_count == (depth_route == "tracked walk first")
+
+
+@pytest.mark.parametrize("total", [LIMIT, MAX_DEPTH, MAX_DEPTH + 1])
+@pytest.mark.parametrize("innermost", ["{}", '{"k":1}', "[]", "[1]", "1"])
+@pytest.mark.parametrize("level", ["[", '{"k":'])
+def test_the_walk_at_the_limit(total: int, innermost: str, level: str) -> None:
+    # A chain beside many records, ending in an untracked dict, a list or a
+    # scalar: the walk says "within" only for what is, and leaves the rest
+    # to the exact checks, whatever the chain's last container.
+    links = total - 1 - (innermost != "1")  # the outer array is a level too
+    chain = level * links + innermost + ("]" if level == "[" else "}") * links
+    raw = ("[" + records(300) + "," + chain + "]").encode()
+    value = json.loads(raw)
+    assert reference_depth(value) == total
+    within = _json._within_depth(value, len(raw))
+    # At the limit, the walk decides alone where the deepest container is
+    # an untracked dict; a list down there is the text's to decide.
+    deepest_is_a_flat_dict = innermost in ("{}", '{"k":1}') or (innermost == "1" and level != "[")
+    assert within == (total <= LIMIT and deepest_is_a_flat_dict)
+    expect_depth_and_agreement(raw, total)
+
+
+def test_the_walk_gives_up_past_its_budget() -> None:
+    # A dense array: more children than one per _BYTES_PER_WALKED_CHILD
+    # bytes. The walk gives up, the text decides.
+    raw = json.dumps([[index, index] for index in range(3000)], separators=(",", ":")).encode()
+    value = json.loads(raw)
+    budget = len(raw) // _json._BYTES_PER_WALKED_CHILD
+    assert len(value) > budget
+    assert not _json._within_depth(value, budget)
+    assert _json._within_depth(value, 10 * len(value))
+    assert parse(raw) == value
+
+
+def test_the_walk_of_scalars_and_flat_dicts() -> None:
+    # What is not tracked nests one level at most.
+    for value in ("[" * 300, 12, None, {"a": 1, "b": "[[["}):
+        assert _json._within_depth(value, 0)
