@@ -597,17 +597,23 @@ async def _within_by_wait(awaitable: Awaitable[_T], timeout: float) -> _T:
     return task.result()
 
 
-class Received(asyncio.Protocol):
+class Received(asyncio.BufferedProtocol):
     """The listener's connection: what arrived, taken whole by the next ``Receive``.
 
     In place of a ``StreamReader``, whose copies (into its buffer, out of
     it) and pause/resume made most of what the listener paid above
     ``json.loads`` at 8 KB and 64 KB notifications (``bench/bench_floor.py``,
-    section 2, issue 26): here what the transport read is handed on as it
-    is (one read: no copy; several: one join). Reading pauses past
+    section 2, issue 26): here each read is handed on as one ``bytes`` (a
+    ``Receive`` that finds several joins them). Reading pauses past
     ``_LIMIT`` bytes not taken. The deadline of a ``Receive`` is one timer
     per listener, moved on only when it fires, rather than one made and
     cancelled per read.
+
+    The transport reads into one buffer of ``READ_SIZE`` bytes, kept for
+    the connection's life, as the other adapters read: left to itself it
+    reads 256 KB at a time into new ``bytes``, an allocation the C library
+    may map and unmap afresh for each read, and the page faults of that
+    cost the listener up to 15 % more at 64 KB notifications (same bench).
     """
 
     #: Set once connected (``connection_made``).
@@ -623,6 +629,7 @@ class Received(asyncio.Protocol):
         self._waiter: asyncio.Future[bool] | None = None
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._buffer = memoryview(bytearray(READ_SIZE))
 
     # -- the transport's calls ----------------------------------------------------------
 
@@ -630,7 +637,14 @@ class Received(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._buffer[:nbytes].tobytes())
+
     def data_received(self, data: bytes) -> None:
+        """What was read (``buffer_updated``), taken by the next ``Receive``."""
         self._chunks.append(data)
         self._size += len(data)
         if self._size > _LIMIT and not self._paused:

@@ -29,6 +29,7 @@ import trio.testing
 from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
+from diverge_notifications.adapters._common import READ_SIZE
 from diverge_notifications.sansio import (
     Ask,
     Exchange,
@@ -573,3 +574,29 @@ def test_a_real_end_of_file_still_ends_a_close_delimited_path_cleanly() -> None:
     assert _ending(driver, 100.2)[0] == NotServed(
         status=200, reason="the path ended with no message"
     )
+
+
+def test_the_asyncio_listener_hands_on_each_read_apart_from_its_buffer() -> None:
+    # The transport reads into one buffer kept for the connection's life:
+    # each read is handed on as bytes of its own, so the next read, into the
+    # same buffer, changes nothing already read.
+    class Reads:
+        def __init__(self) -> None:
+            self.data: list[bytes] = []
+
+        def data_received(self, now: float, data: bytes) -> None:
+            self.data.append(data)
+
+    async def main() -> list[bytes]:
+        received = asyncio_adapter.Received(asyncio.get_running_loop())
+        buffer = received.get_buffer(-1)
+        assert len(buffer) == READ_SIZE and received.get_buffer(1 << 20) is buffer
+        buffer[:5] = b"first"
+        received.buffer_updated(5)
+        buffer[:6] = b"second"
+        received.buffer_updated(6)
+        reads = Reads()
+        await received.receive(reads, 1.0)  # type: ignore[arg-type]
+        return reads.data
+
+    assert asyncio.run(main()) == [b"firstsecond"]

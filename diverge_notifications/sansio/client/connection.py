@@ -282,6 +282,17 @@ class _AskConnection(TableMachine[ProxyState, ProxyInput], Generic[_R]):
         """The answer's channel, once a head opened the path."""
         return self._channel
 
+    @property
+    def events_decoded(self) -> int:
+        """How many events :meth:`next_event` returns before it reads any further.
+
+        The answer is read a step at a time (a path's messages a bounded
+        batch at a time, at most a few KB of them or one message): a caller
+        that hands events on as they come may stop taking them when this is
+        0, so that what is decoded ahead of whoever takes them stays small.
+        """
+        return len(self._queued)
+
     def data_to_send(self) -> bytes:
         """The ask's request bytes the first time; ``b""`` afterwards."""
         if self._state is not ProxyState.SENDING_ASK:

@@ -100,15 +100,16 @@ class ListenState(TableEnum):
 class ListenInput(TableEnum):
     """What happens to a listener.
 
-    ``next_action()`` is one of four inputs, chosen by the policy (see
-    ``_next_input``); ``data_received()`` is one of two, chosen by whether
-    the data ended the path.
+    ``next_action()`` is one of six inputs, chosen by the policy and by
+    what waits (see ``_next_input``); ``data_received()`` is one of two,
+    chosen by whether the data ended the path.
     """
 
     ASK_DUE = "next_action(), the next ask may start"
     ASK_LATER = "next_action(), the next ask starts later"
     GIVE_UP = "next_action(), the policy gave up"
     READ = "next_action(), an ask is open"
+    MORE = "next_action(), more of what was read waits"
     CONNECTED = "connected()"
     CONNECT_FAILED = "connect_failed()"
     DATA = "data_received(), the path goes on"
@@ -128,6 +129,7 @@ class ListenOutcome(TableEnum):
     SEND_ASK = "Send the ask"
     FAIL = "ConnectionFailed; the policy's answer"
     DELIVER = "Deliver what arrived"
+    DELIVER_MORE = "Deliver more of what was read; Receive once it is all delivered"
     END = "Deliver; Disconnect; the policy's answer"
     CUT = "StreamBroken (connection lost); Disconnect; the policy's answer"
     SILENCE = "StreamBroken (idle timeout); Disconnect; the policy's answer"
@@ -153,6 +155,12 @@ LISTEN_TRANSITIONS: Final[
     (_CONNECTING, _In.CONNECT_FAILED): (_IDLE, _Out.FAIL),
     (_OPEN, _In.READ): (_OPEN, _Out.RECEIVE),
     (_OPEN, _In.DATA): (_OPEN, _Out.DELIVER),
+    # What a read brought is delivered a step of the connection at a time
+    # (at most a few KB of messages, or one message), each before the next
+    # is decoded: a read of 256 KB decoded whole before any of it is
+    # delivered costs 7 % more at 8 KB notifications (bench/bench_floor.py,
+    # section 2), for the memory its values hold at once.
+    (_OPEN, _In.MORE): (_OPEN, _Out.DELIVER_MORE),
     (_OPEN, _In.DATA_ENDS): (_IDLE, _Out.END),
     # A reset, and a silence longer than three keep-alive intervals, are abrupt ends.
     (_OPEN, _In.LOST): (_IDLE, _Out.CUT),
@@ -242,6 +250,8 @@ class ListenDriver(ClientDriver):
         self._ended_cleanly = False
         #: When the answer's head must be complete; ``None`` once it is, or with no ask open.
         self._head_deadline: float | None = None
+        #: Events of the last read may wait in the connection, not yet delivered.
+        self._more = False
         # The first attempt's connection, made now, so that what no ask could carry is
         # refused here; the first Connect takes it.
         try:
@@ -278,7 +288,7 @@ class ListenDriver(ClientDriver):
         deadline = self._head_deadline
         if deadline is not None and now >= deadline and self._state is _OPEN:
             return _In.HEAD_LATE
-        return _In.READ
+        return _In.MORE if self._more else _In.READ
 
     def next_action(self, now: float) -> ListenAction:
         """What the adapter does next."""
@@ -298,7 +308,7 @@ class ListenDriver(ClientDriver):
         if data:
             self._tls_unsaid = False
         connection.receive_data(data)
-        return self._drain(connection)
+        return self._drain(connection, stepwise=True)
 
     # -- the outcomes -----------------------------------------------------------------
 
@@ -337,9 +347,21 @@ class ListenDriver(ClientDriver):
         if delivered:
             self._actions.append(Deliver(items=tuple(delivered)))
 
+    def _deliver_more(self, value: object) -> ListenAction:
+        connection = self._connection
+        assert connection is not None  # an ask is open in every state that reads
+        delivered, ended = self._drain(connection, stepwise=True)
+        if not delivered and not ended:
+            return self._receive_next(value)  # all of the read is delivered
+        goes_on, ends = self._data_inputs
+        # What more of the read brought is what data_received() brings.
+        self._move(ends if ended else goes_on, self._now, delivered)
+        return self._actions.popleft()
+
     def _end(self, delivered: list[Notification | Event]) -> None:
         self._connection = None
         self._head_deadline = None
+        self._more = False
         self._disconnect()
         self._end_ask(delivered)
 
@@ -348,7 +370,7 @@ class ListenDriver(ClientDriver):
         assert connection is not None
         # The reason replaces the connection's own, whatever the body's framing.
         connection.connection_lost(reason)
-        delivered, _ = self._drain(connection)
+        delivered, _ = self._drain(connection, stepwise=False)
         self._end(delivered)
 
     def _silence(self, value: object) -> None:
@@ -372,8 +394,16 @@ class ListenDriver(ClientDriver):
             target=endpoint.target,
         )
 
-    def _drain(self, connection: ProxyConnection) -> tuple[list[Notification | Event], bool]:
-        """What the connection has for the caller, and whether the path ended."""
+    def _drain(
+        self, connection: ProxyConnection, *, stepwise: bool
+    ) -> tuple[list[Notification | Event], bool]:
+        """What the connection has for the caller, and whether the path ended.
+
+        ``stepwise``: only the notifications of the connection's next step
+        (and the events before them), if the path does not end there; the
+        rest waits for the next ``MORE``.
+        """
+        self._more = False
         delivered: list[Notification | Event] = []
         append = delivered.append
         next_event = connection.next_event
@@ -392,6 +422,9 @@ class ListenDriver(ClientDriver):
                     policy.notification_received()
                     told = True
                 append(event if events else event.notification)
+                if stepwise and not connection.events_decoded:
+                    self._more = True
+                    return delivered, False
                 continue
             if isinstance(event, StreamOpened):
                 self._head_deadline = None
@@ -434,6 +467,7 @@ _HANDLERS: Final[Mapping[ListenOutcome, Callable[[ListenDriver, Any], Any]]] = {
     _Out.SEND_ASK: ListenDriver._send_ask,
     _Out.FAIL: ListenDriver._fail,
     _Out.DELIVER: ListenDriver._deliver,
+    _Out.DELIVER_MORE: ListenDriver._deliver_more,
     _Out.END: ListenDriver._end,
     _Out.CUT: ListenDriver._cut,
     _Out.SILENCE: ListenDriver._silence,

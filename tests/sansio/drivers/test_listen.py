@@ -115,13 +115,11 @@ def test_a_path_from_connect_to_its_clean_end() -> None:
     listener.data_received(100.2, server.send_keepalive())
     assert listener.next_action(100.2) == Receive(timeout=6.0)
     listener.data_received(100.3, server.send_notification(progress(2)) + server.end_path())
+    # A read is delivered a step of the connection at a time, each before the
+    # next is decoded: the notification, then the end.
+    assert delivered(listener, 100.3) == [NotificationReceived(notification=progress(2))]
     ended = path_end(listener, 100.3)
-    assert [type(item) for item in ended] == [
-        NotificationReceived,
-        StreamEnded,
-        ReaskNeeded,
-        RetryScheduled,
-    ]
+    assert [type(item) for item in ended] == [StreamEnded, ReaskNeeded, RetryScheduled]
     # The path delivered notifications: healthy, the count starts over.
     assert ended[-1] == RetryScheduled(delay=BACKOFF.delay(0, 0.5), attempt=1)
 
@@ -196,7 +194,9 @@ def test_without_events_only_notifications_are_delivered() -> None:
     # StreamOpened is not for the caller: nothing to deliver, the next read.
     assert listener.next_action(0.1) == Receive(timeout=6.0)
     listener.data_received(0.2, server.send_notification(progress(7)) + server.end_path())
-    assert path_end(listener, 0.2) == [progress(7)]
+    assert delivered(listener, 0.2) == [progress(7)]
+    # The end delivers nothing: the connection goes, then the wait for the next ask.
+    assert listener.next_action(0.2) == Disconnect()
     assert isinstance(listener.next_action(0.2), Sleep)
     # A failed connection delivers nothing either.
     assert isinstance(listener.next_action(100.0), Connect)
@@ -297,3 +297,73 @@ def test_every_action_is_met() -> None:
     sleeping.connect_failed(0.0, "refused")
     sleeping.next_action(0.0)  # Deliver
     assert isinstance(sleeping.next_action(0.0), Sleep)
+
+
+# --- a read delivered a step at a time ------------------------------------------------
+
+
+def log_message(index: int) -> Notification:
+    """About 8 KB: more than a step of the connection holds, so a step of its own."""
+    records = [{"n": index, "line": f"record {i} of message {index}"} for i in range(200)]
+    return Notification("notifications/message", {"level": "info", "data": records})
+
+
+def deliveries_until_disconnect(listener: ListenDriver, now: float) -> list[list[object]]:
+    """The items of each Deliver, until the Disconnect; the connection decodes nothing ahead."""
+    steps = []
+    while (action := listener.next_action(now)) != Disconnect():
+        assert isinstance(action, Deliver), action
+        steps.append(list(action.items))
+        connection = listener.connection
+        assert connection is not None and connection.events_decoded == 0
+    return steps
+
+
+def test_a_read_is_delivered_a_step_at_a_time() -> None:
+    listener = driver()
+    server = open_ask(listener, 0.0)
+    large = [log_message(index) for index in range(3)]
+    small = [progress(step) for step in range(200)]
+    assert all(len(message.to_bytes()) > 6 * 1024 for message in large)
+    read = server.start_path() + b"".join(map(server.send_notification, large + small))
+    listener.data_received(0.1, read + server.end_path())
+    steps = deliveries_until_disconnect(listener, 0.1)
+    items = [item for step in steps for item in step]
+    assert isinstance(items[0], StreamOpened)
+    received = [NotificationReceived(notification=message) for message in large + small]
+    assert items[1:] == received
+    # Each large message is delivered before the next is decoded; the small
+    # ones a step (a few KB of them) at a time, not one Deliver each.
+    assert [len(step) for step in steps[:3]] == [2, 1, 1]  # StreamOpened with the first
+    assert 3 < len(steps) < 3 + len(small) // 10
+    # The end is read after the last step: its own Deliver, after the Disconnect.
+    ended = delivered(listener, 0.1)
+    assert [type(item) for item in ended] == [StreamEnded, ReaskNeeded, RetryScheduled]
+    assert state_of(listener) is ListenState.IDLE
+
+
+def test_what_a_read_still_holds_is_delivered_before_the_next_read() -> None:
+    listener = driver(events=False)
+    server = open_ask(listener, 0.0)
+    listener.data_received(0.1, server.start_path() + server.send_notification(log_message(0)))
+    assert delivered(listener, 0.1) == [log_message(0)]
+    # Nothing waits: the next read.
+    assert listener.next_action(0.1) == Receive(timeout=6.0)
+    listener.data_received(0.2, b"".join(server.send_notification(log_message(i)) for i in (1, 2)))
+    assert delivered(listener, 0.2) == [log_message(1)]
+    assert delivered(listener, 0.2) == [log_message(2)]
+    assert listener.next_action(0.2) == Receive(timeout=6.0)
+
+
+def test_a_cut_delivers_what_the_read_still_holds_then_the_break() -> None:
+    listener = driver()
+    server = open_ask(listener, 0.0)
+    messages = [log_message(index) for index in range(3)]
+    read = server.start_path() + b"".join(map(server.send_notification, messages))
+    listener.data_received(0.1, read)
+    first = delivered(listener, 0.1)
+    assert first[1:] == [NotificationReceived(notification=messages[0])]
+    listener.connection_lost(0.2, "ECONNRESET: Connection reset by peer")
+    rest = path_end(listener, 0.2)
+    assert rest[:2] == [NotificationReceived(notification=message) for message in messages[1:]]
+    assert [type(item) for item in rest[2:]] == [StreamBroken, ReaskNeeded, RetryScheduled]

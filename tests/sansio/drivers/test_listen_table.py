@@ -5,8 +5,8 @@ state it can reach and applies every input there; this module says what
 each input is as a call and what each outcome looks like from outside: the
 action returned, the actions queued, whether an ask is in progress.
 
-``next_action()`` is five inputs, told apart by the policy (see
-``_next_input``); the table checks pin that choice to the input under test,
+``next_action()`` is six inputs, told apart by the policy and by what
+waits (see ``_next_input``); the table checks pin that choice to the input under test,
 so that every input can be tried in every state, and the last test checks
 the choice itself. ``data_received()`` is two, told apart by whether the
 data ended the path: a partial status line goes on, the end of file ends.
@@ -47,7 +47,7 @@ from tests.table_harness import Machine, Step, check_table
 In = ListenInput
 Out = ListenOutcome
 
-NEXT_INPUTS = frozenset({In.ASK_DUE, In.ASK_LATER, In.GIVE_UP, In.READ, In.HEAD_LATE})
+NEXT_INPUTS = frozenset({In.ASK_DUE, In.ASK_LATER, In.GIVE_UP, In.READ, In.MORE, In.HEAD_LATE})
 #: The table as the module defines it, kept before any test changes the module's.
 ORIGINAL = dict(LISTEN_TRANSITIONS)
 
@@ -151,6 +151,9 @@ def check_effect(outcome: ListenOutcome, step: Step[ListenInput]) -> None:
         assert effect.returned == Stop()
     elif outcome is Out.RECEIVE:
         assert effect.returned == Receive(timeout=6.0)
+    elif outcome is Out.DELIVER_MORE:
+        # Nothing was read that waits: all of it is delivered, the next read comes.
+        assert effect.returned == Receive(timeout=6.0) and effect.asking
     elif outcome is Out.SEND_ASK:
         (send,) = effect.queued
         assert isinstance(send, Send) and send.data.startswith(b"POST /requests HTTP/1.1\r\n")
