@@ -6,7 +6,10 @@
    ``json.loads`` of the same bodies: ~150-byte progress notifications,
    frames packed into 64 KiB chunks and one chunk per notification; ~8 KiB
    and ~17 KiB log messages likewise. Targets: at most 1.0x for the
-   progress notifications, 1.1x for the log messages.
+   progress notifications, 1.1x for the log messages. Then, reported: the
+   ~8 KiB messages on 256 KiB reads, each read's events all taken before
+   any is let go, against each let go as it comes (why the listen driver
+   delivers a read a step at a time).
 2. **Adapters.** A listener in its own process (a child of this one, for
    each of the asyncio, trio and blocking adapters) receiving from an
    asyncio ``serve`` in this process over loopback. At full speed: the
@@ -62,6 +65,7 @@ from typing import Any, Final
 
 import trio
 from bench_proxy import (
+    HEAD,
     READ,
     ROUNDS,
     SliceTimes,
@@ -81,7 +85,7 @@ from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.cli import serve as serve_cli
-from diverge_notifications.sansio import Hub, Notification, ProxyConnection
+from diverge_notifications.sansio import NEED_DATA, Hub, Notification, ProxyConnection
 from diverge_notifications.sansio.drivers.serve import ServingConnection
 from diverge_notifications.sansio.drivers.settings import ServeSettings
 from diverge_notifications.sansio.events import Event
@@ -171,6 +175,61 @@ def decode_section() -> None:
                 f"{ratio:>6.2f}x <= {target}x {verdict(ratio, target)}"
             )
         print(f"   {shape:12} {'json.loads':11} {size:>6.0f} {floor / count * 1e6:>7.2f}")
+    whole_read_lines()
+
+
+#: A read as large as asyncio's transport makes on its own.
+LARGE_READ: Final = 256 * 1024
+
+
+def large_reads(body: bytes, count: int, *, all_first: bool) -> Callable[[], SliceTimes]:
+    """ProxyConnection on 256 KiB reads: each read's events all taken before any is let go,
+    or each let go as it comes (what ListenDriver's step-at-a-time delivery does)."""
+    reads = [body[i : i + LARGE_READ] for i in range(0, len(body), LARGE_READ)]
+
+    def run() -> SliceTimes:
+        connection = ProxyConnection("bench:1")
+        connection.data_to_send()
+        connection.receive_data(HEAD)
+        clock = time.process_time
+        times = []
+        received = 0
+        for piece in reads:
+            started = clock()
+            connection.receive_data(piece)
+            if all_first:
+                events = []
+                while (event := connection.next_event()) is not NEED_DATA:
+                    events.append(event)
+                received += len(events)
+                del events
+            else:
+                while connection.next_event() is not NEED_DATA:
+                    received += 1
+            times.append(clock() - started)
+        assert received == count + 1, (received, count)  # StreamOpened too
+        return times
+
+    return run
+
+
+def whole_read_lines() -> None:
+    """Why ListenDriver delivers a read a step at a time (LISTEN_TRANSITIONS' MORE row)."""
+    bodies = log_bodies(600)
+    body = chunk_each(bodies)
+    best = best_per_slice(
+        {
+            "json.loads": loads_groups(bodies, -(-len(body) // LARGE_READ)),
+            "all first": large_reads(body, len(bodies), all_first=True),
+            "as they come": large_reads(body, len(bodies), all_first=False),
+        },
+        SLICED_ROUNDS,
+    )
+    floor = best["json.loads"]
+    print(
+        f"   {'log 8 KiB':12} 256 KiB reads, each read's events all taken first "
+        f"{best['all first'] / floor:.2f}x, taken as they come {best['as they come'] / floor:.2f}x"
+    )
 
 
 # --- 2. adapters -----------------------------------------------------------------------

@@ -157,9 +157,9 @@ LISTEN_TRANSITIONS: Final[
     (_OPEN, _In.DATA): (_OPEN, _Out.DELIVER),
     # What a read brought is delivered a step of the connection at a time
     # (at most a few KB of messages, or one message), each before the next
-    # is decoded: a read of 256 KB decoded whole before any of it is
-    # delivered costs 7 % more at 8 KB notifications (bench/bench_floor.py,
-    # section 2), for the memory its values hold at once.
+    # is decoded: a read of 256 KB of 8 KB notifications decoded whole
+    # before any of it is let go costs 7 % more or worse, for the memory its
+    # values hold at once (bench/bench_floor.py, section 1, "256 KiB reads").
     (_OPEN, _In.MORE): (_OPEN, _Out.DELIVER_MORE),
     (_OPEN, _In.DATA_ENDS): (_IDLE, _Out.END),
     # A reset, and a silence longer than three keep-alive intervals, are abrupt ends.

@@ -310,7 +310,7 @@ def log_message(index: int) -> Notification:
 
 def deliveries_until_disconnect(listener: ListenDriver, now: float) -> list[list[object]]:
     """The items of each Deliver, until the Disconnect; the connection decodes nothing ahead."""
-    steps = []
+    steps: list[list[object]] = []
     while (action := listener.next_action(now)) != Disconnect():
         assert isinstance(action, Deliver), action
         steps.append(list(action.items))
