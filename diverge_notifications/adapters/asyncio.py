@@ -43,6 +43,7 @@ from ..sansio.mcp.model import Notification
 from ..sansio.server.hub import Hub
 from ..sansio.wire.asks import Ask
 from ._common import (
+    READ_AT_ONCE,
     READ_SIZE,
     AsyncServerBase,
     Starting,
@@ -52,6 +53,7 @@ from ._common import (
     handler_timed_out,
     handshake_failure,
     listen_driver,
+    read_pieces,
     reset_on_close,
     run_exchange_handler,
     sweep_period,
@@ -81,8 +83,6 @@ __all__ = [
 
 # --- listen ---------------------------------------------------------------------------
 
-#: What the asyncio listener's transport reads at most at a time, into a buffer of this size.
-_READ_AT_ONCE = 4 * READ_SIZE
 #: A listener stops reading (and so slows its server down) past this many unread bytes.
 _LIMIT = 2 * READ_SIZE
 
@@ -612,15 +612,12 @@ class Received(asyncio.BufferedProtocol):
     per listener, moved on only when it fires, rather than one made and
     cancelled per read.
 
-    The transport reads into one buffer of ``_READ_AT_ONCE`` bytes, kept
+    The transport reads into one buffer of ``READ_AT_ONCE`` bytes, kept
     for the connection's life, and each read is handed on in pieces of
-    ``READ_SIZE`` bytes at most, one a ``Receive`` (those after the first
-    without a turn of the loop). Left to itself the transport reads 256 KB
-    at a time into new ``bytes``, an allocation the C library may map and
-    unmap afresh for each read, and the page faults of that cost the
-    listener up to 15 % more at 64 KB notifications (same bench); a piece of
-    64 KB is below what it maps. Reading 64 KB at a time instead costs a
-    turn of the loop per 64 KB, 5 % at 64 KB notifications.
+    ``READ_SIZE`` bytes at most (:func:`read_pieces`), one a ``Receive``,
+    those after the first without a turn of the loop. Left to itself the
+    transport reads 256 KB at a time into new ``bytes``, whose page faults
+    cost the listener up to 15 % at 64 KB notifications (same bench).
     """
 
     #: Set once connected (``connection_made``).
@@ -636,7 +633,7 @@ class Received(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[bool] | None = None
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self._buffer = memoryview(bytearray(_READ_AT_ONCE))
+        self._buffer = memoryview(bytearray(READ_AT_ONCE))
 
     # -- the transport's calls ----------------------------------------------------------
 
@@ -648,9 +645,8 @@ class Received(asyncio.BufferedProtocol):
         return self._buffer
 
     def buffer_updated(self, nbytes: int) -> None:
-        buffer = self._buffer
-        for start in range(0, nbytes, READ_SIZE):
-            self.data_received(buffer[start : min(start + READ_SIZE, nbytes)].tobytes())
+        for piece in read_pieces(self._buffer, nbytes):
+            self.data_received(piece)
 
     def data_received(self, data: bytes) -> None:
         """What was read (``buffer_updated``), taken by the next ``Receive``."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from ..sansio.mcp.model import Notification
 from ..sansio.server.hub import Hub
 from ..sansio.wire.asks import Ask
 from ._common import (
+    READ_AT_ONCE,
     READ_SIZE,
     AsyncServerBase,
     ServerBase,
@@ -54,6 +56,7 @@ from ._common import (
     handler_timed_out,
     handshake_failure,
     listen_driver,
+    read_pieces,
     reset_on_close,
     run_exchange_handler,
     sweep_period,
@@ -99,6 +102,7 @@ async def _listen(
     driver: ClientDriver, tls: ssl.SSLContext | None
 ) -> AsyncGenerator[Notification | Event, None]:
     stream: trio.abc.Stream | None = None
+    reads: _Reads | None = None
     try:
         while True:
             action = driver.next_action(trio.current_time())
@@ -106,12 +110,15 @@ async def _listen(
                 for item in action.items:
                     yield item
             elif type(action) is actions.Receive:
-                assert stream is not None
+                assert reads is not None
+                if reads.pieces:  # the rest of a read: no wait, no turn of the loop
+                    driver.data_received(trio.current_time(), reads.pieces.popleft())
+                    continue
                 data: bytes | None = None
                 failure: BaseException | None = None
                 with trio.move_on_after(action.timeout):
                     try:
-                        data = bytes(await stream.receive_some(READ_SIZE))
+                        data = await reads.receive()
                     except STREAM_ERRORS as error:
                         failure = error
                 if failure is not None:
@@ -134,18 +141,47 @@ async def _listen(
                     reason = "timed out" if isinstance(error, trio.TooSlowError) else None
                     driver.connect_failed(trio.current_time(), reason or describe_error(error))
                 else:
+                    reads = _Reads(stream)
                     driver.connected(trio.current_time())
             elif type(action) is actions.Sleep:
                 await trio.sleep(action.delay)
             elif type(action) is actions.Disconnect:
                 if stream is not None:
                     await trio.aclose_forcefully(stream)
-                stream = None
+                stream = reads = None
             else:  # Stop
                 return
     finally:
         if stream is not None:
             await trio.aclose_forcefully(stream)
+
+
+class _Reads:
+    """A listener's reads of its stream, handed on READ_SIZE bytes at most at a time.
+
+    A plain TCP stream is read READ_AT_ONCE bytes at a time into one buffer
+    kept for the connection's life, and each read is handed on in pieces
+    (:func:`read_pieces`), those after the first without a turn of the
+    loop; a TLS stream is read READ_SIZE bytes at a time.
+    """
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        #: What was read and not handed on yet.
+        self.pieces: deque[bytes] = deque()
+        self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self._buffer = memoryview(bytearray(READ_AT_ONCE if self._socket is not None else 0))
+
+    async def receive(self) -> bytes:
+        """The next piece read (``b""`` at end of file), waiting for it."""
+        if self._socket is None:
+            return bytes(await self.stream.receive_some(READ_SIZE))
+        nbytes = await self._socket.recv_into(self._buffer)
+        if not nbytes:
+            return b""
+        first, *rest = read_pieces(self._buffer, nbytes)
+        self.pieces.extend(rest)
+        return first
 
 
 # --- serve ----------------------------------------------------------------------------
