@@ -208,7 +208,7 @@ class Subscriber:
         return [(entry[1], entry[2]) for entry in self._take(max_items, None)]
 
     def take_frames(
-        self, max_items: int | None = None, max_bytes: int | None = None
+        self, max_items: int | None = None, max_bytes: int | None = None, now: float | None = None
     ) -> list[bytes]:
         """Remove and return the frames of queued notifications, oldest first.
 
@@ -217,6 +217,8 @@ class Subscriber:
         notification reached. At most ``max_items`` frames and at most
         ``max_bytes`` bytes are taken, but always at least one frame when the
         queue is not empty (a frame larger than ``max_bytes`` is taken alone).
+        With ``now`` (the writer's clock), a take of frames is also
+        :meth:`moved` at ``now``: the path's writer takes them to write.
         """
         queue = self._queue
         count = len(queue)
@@ -240,8 +242,13 @@ class Subscriber:
             self._bytes = 0
             self._sent += count
             self._totals.sent += count
+            if now is not None:
+                self._moved_at = now
             return frames
-        return [entry[0] for entry in self._take(max_items, max_bytes)]
+        frames = [entry[0] for entry in self._take(max_items, max_bytes)]
+        if frames and now is not None:
+            self._moved_at = now
+        return frames
 
     def _take(self, max_items: int | None, max_bytes: int | None) -> list[Entry]:
         queue = self._queue
