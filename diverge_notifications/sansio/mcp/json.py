@@ -302,10 +302,10 @@ def _check_depth_of(raw: bytes, value: Any) -> None:
     deepest = openings.find(b"{")
     if deepest < 0:
         return
-    if _WALK_TRACKED and _within_depth(value, len(raw) // _BYTES_PER_WALKED_CHILD):
-        return
     closings = raw[deepest + 1 :].replace(b"]", b"}").replace(b"}", b" ", MAX_DEPTH - 1)
     if _CLOSING not in closings:
+        return
+    if _WALK_TRACKED and _within_depth(value, len(raw) // _BYTES_PER_WALKED_CHILD):
         return
     marks = raw.translate(_TO_BRACKETS, _NOT_QUOTE_OR_BRACKET)
     if raw.find(b"\\") >= 0:
