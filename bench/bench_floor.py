@@ -65,7 +65,6 @@ from typing import Any, Final
 
 import trio
 from bench_proxy import (
-    HEAD,
     READ,
     ROUNDS,
     SliceTimes,
@@ -85,7 +84,7 @@ from diverge_notifications.adapters import asyncio as asyncio_adapter
 from diverge_notifications.adapters import blocking as blocking_adapter
 from diverge_notifications.adapters import trio as trio_adapter
 from diverge_notifications.cli import serve as serve_cli
-from diverge_notifications.sansio import NEED_DATA, Hub, Notification, ProxyConnection
+from diverge_notifications.sansio import Hub, Notification, ProxyConnection
 from diverge_notifications.sansio.drivers.serve import ServingConnection
 from diverge_notifications.sansio.drivers.settings import ServeSettings
 from diverge_notifications.sansio.events import Event
@@ -216,37 +215,6 @@ def decode_section() -> None:
 LARGE_READ: Final = 256 * 1024
 
 
-def large_reads(body: bytes, count: int, *, all_first: bool) -> Callable[[], SliceTimes]:
-    """ProxyConnection on 256 KiB reads: each read's events all taken before any is let go,
-    or each let go as it comes (what ListenDriver's step-at-a-time delivery does)."""
-    reads = [body[i : i + LARGE_READ] for i in range(0, len(body), LARGE_READ)]
-
-    def run() -> SliceTimes:
-        connection = ProxyConnection("bench:1")
-        connection.data_to_send()
-        connection.receive_data(HEAD)
-        clock = time.process_time
-        times = []
-        received = 0
-        for piece in reads:
-            started = clock()
-            connection.receive_data(piece)
-            if all_first:
-                events = []
-                while (event := connection.next_event()) is not NEED_DATA:
-                    events.append(event)
-                received += len(events)
-                del events
-            else:
-                while connection.next_event() is not NEED_DATA:
-                    received += 1
-            times.append(clock() - started)
-        assert received == count + 1, (received, count)  # StreamOpened too
-        return times
-
-    return run
-
-
 def whole_read_lines() -> None:
     """Why ListenDriver delivers a read a step at a time (LISTEN_TRANSITIONS' MORE row)."""
     bodies = log_bodies(600)
@@ -254,8 +222,8 @@ def whole_read_lines() -> None:
     best = best_per_slice(
         {
             "json.loads": loads_groups(bodies, -(-len(body) // LARGE_READ)),
-            "all first": large_reads(body, len(bodies), all_first=True),
-            "as they come": large_reads(body, len(bodies), all_first=False),
+            "all first": proxy_reads(body, len(bodies), read=LARGE_READ, all_first=True),
+            "as they come": proxy_reads(body, len(bodies), read=LARGE_READ),
         },
         SLICED_ROUNDS,
     )

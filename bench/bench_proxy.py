@@ -92,9 +92,15 @@ def packed(bodies: list[bytes]) -> bytes:
 SliceTimes = list[float]
 
 
-def proxy_reads(body: bytes, count: int) -> Callable[[], SliceTimes]:
-    """The CPU time of each 64 KiB read through a ProxyConnection: receive_data, events."""
-    reads = [body[i : i + READ] for i in range(0, len(body), READ)]
+def proxy_reads(
+    body: bytes, count: int, *, read: int = READ, all_first: bool = False
+) -> Callable[[], SliceTimes]:
+    """The CPU time of each read (64 KiB unless told) through a ProxyConnection.
+
+    A read is its receive_data() and its events, each let go as it comes;
+    with ``all_first``, a read's events are all taken before any is let go.
+    """
+    reads = [body[i : i + read] for i in range(0, len(body), read)]
 
     def run() -> SliceTimes:
         connection = ProxyConnection("bench:1")
@@ -107,8 +113,15 @@ def proxy_reads(body: bytes, count: int) -> Callable[[], SliceTimes]:
         for piece in reads:
             started = clock()
             connection.receive_data(piece)
-            while connection.next_event() is not NEED_DATA:
-                received += 1
+            if all_first:
+                events = []
+                while (event := connection.next_event()) is not NEED_DATA:
+                    events.append(event)
+                received += len(events)
+                del events
+            else:
+                while connection.next_event() is not NEED_DATA:
+                    received += 1
             times.append(clock() - started)
         assert received == count, (received, count)
         return times
