@@ -101,8 +101,8 @@ after it (bench_floor.py's HISTORY has the second step's runs):
   trio 8 KB 1.40x -> 1.27x; 64 KB 1.43x -> 1.26-1.27x
   blocking 8 KB 1.33x -> 1.22-1.28x; 64 KB 1.34x -> 1.23x
   (150 B: 0.94-0.99x; target 1.5x.) Target 1.2x not met: the sans-IO
-  receive path fed in memory is 1.15-1.16x at 8 KB, and a minimal loop of
-  recv() and ProxyConnection alone 1.19-1.22x.
+  receive path fed in memory is 1.15-1.16x at 8 KB, and a minimal listener
+  (recv() and ProxyConnection alone) 1.17x at 8 KB, 1.19x at 64 KB.
 
 A run after the second step (the fan-out's take_output and ServingConnection
 slots): asyncio 1.34 us (0.16x) at N = 100, 1.49 us (0.17x) at 500, 1.75 us

@@ -175,10 +175,14 @@ no-op lock entered on every take); it is back under 500 ns.
 What remains at 8 KB, measured apart: the sans-IO path fed in memory
 (ProxyConnection and ListenDriver, 64 KiB reads) is 1.15-1.16x; a bare
 socket's recv() of the same stream costs 3.7 % of json.loads; a minimal
-loop of recv() and ProxyConnection alone, no driver, events or adapter,
-1.19-1.22x: at the bound already. The drivers, events and adapters cost
-the other 3-6 %. (Section 1's 8 KiB lines sit at 1.10-1.11x, as they did
-before this work: the bound is within this machine's noise.)
+listener, recv() and a ProxyConnection alone, no driver, events handed on
+or adapter (section 2's "minimal" row), 1.17x at 8 KB and 1.19x at 64 KB:
+near the bound already. The drivers, events and adapters cost the other
+4-9 %, and gathering a step's notifications into larger Delivers (32 KiB)
+costs more than it saves (1.20x against 1.17x, fed in memory): what a
+read decodes ahead of the caller weighs more than the calls. (Section 1's
+8 KiB lines sit at 1.10-1.11x, as they did before this work: that bound is
+within this machine's noise.)
 """.rstrip()
 
 
