@@ -227,11 +227,10 @@ MIXED: Final = [
 ]
 
 
-def test_log_level_list_changed_and_resource_narrow_what_paths_carry() -> None:
+def carried(*filters: str) -> list[dict[str, Any]]:
+    """What a listener hears of MIXED and a last one from ``serve --stdin`` with ``filters``."""
     with (
-        ServeProcess(
-            "--stdin", "--log-level", "warning", "--list-changed", "tools", "--resource", "demo://a"
-        ) as serve,
+        ServeProcess("--stdin", *filters) as serve,
         ListenProcess(serve.url, "--events") as listen,
     ):
         listen.wait_for_event("StreamOpened")
@@ -243,7 +242,11 @@ def test_log_level_list_changed_and_resource_narrow_what_paths_carry() -> None:
         serve.close_stdin()
         assert serve.interrupt() == 0
         listen.interrupt()
-    got = [json.loads(line) for line in listen.notification_lines()]
+    return [json.loads(line) for line in listen.notification_lines()]
+
+
+def test_log_level_list_changed_and_resource_narrow_what_paths_carry() -> None:
+    got = carried("--log-level", "warning", "--list-changed", "tools", "--resource", "demo://a")
     assert [(n["method"], n.get("params")) for n in got] == [
         ("notifications/message", {"level": "warning", "data": "warning"}),
         ("notifications/message", {"level": "error", "data": "error"}),
@@ -256,20 +259,7 @@ def test_log_level_list_changed_and_resource_narrow_what_paths_carry() -> None:
 
 
 def test_log_level_none_and_list_changed_none_carry_no_log_and_no_list_change() -> None:
-    with (
-        ServeProcess("--stdin", "--log-level", "none", "--list-changed", "none") as serve,
-        ListenProcess(serve.url, "--events") as listen,
-    ):
-        listen.wait_for_event("StreamOpened")
-        for line in MIXED:
-            serve.send_line(line)
-        serve.send_line(notification("notifications/diverge/last"))
-        assert listen.stdout is not None
-        listen.stdout.wait(lambda lines: any(b"diverge/last" in line for line in lines))
-        serve.close_stdin()
-        assert serve.interrupt() == 0
-        listen.interrupt()
-    methods = [json.loads(line)["method"] for line in listen.notification_lines()]
+    methods = [n["method"] for n in carried("--log-level", "none", "--list-changed", "none")]
     assert methods == [
         "notifications/progress",
         "notifications/resources/updated",  # no --resource: every resource
