@@ -39,10 +39,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from diverge_notifications.adapters import blocking, parse_url
-from diverge_notifications.sansio import NotificationReceived, ProxyConnection, StreamOpened
+from diverge_notifications.sansio import (
+    Notification,
+    NotificationReceived,
+    ProxyConnection,
+    StreamOpened,
+)
 from diverge_notifications.sansio.client.policy import Backoff, ProxyPolicy
 from diverge_notifications.sansio.drivers.settings import DEFAULT_WRITE_BUFFER
 from diverge_notifications.sansio.server.hub import DEFAULT_QUEUE_BYTES
@@ -125,19 +131,26 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def latency_run(rate: int, duration: float, never_reading: bool) -> tuple[list[float], int, int]:
-    """The reader's latencies, what it received and what was written, in one scene."""
+def start_serve(*options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``serve --stdin`` on a free port with ``options``: the process and its URL."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     serve = subprocess.Popen(
-        [sys.executable, "-m", "diverge_notifications", "serve", "--stdin", "--port", "0"],
+        [sys.executable, "-m", "diverge_notifications", "serve", "--stdin", "--port", "0",
+         *options],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-    )
+    )  # fmt: skip
     assert serve.stdin is not None and serve.stderr is not None
     url = serve.stderr.readline().decode().split("serving on ", 1)[1].strip()
-    threading.Thread(target=lambda: list(serve.stderr or ()), daemon=True).start()
-    latencies: list[float] = []
+    return serve, url
+
+
+def read_in_background(url: str, take: Callable[[Notification], None]) -> blocking.Listener:
+    """A blocking listener on ``url`` giving ``take`` each notification, from a thread.
+
+    Returned once its path is open; ``close()`` it when done.
+    """
     listener = blocking.listen(
         url, events=True, policy=ProxyPolicy(require_exchange=False, backoff=Backoff(base=0.05))
     )
@@ -146,13 +159,27 @@ def latency_run(rate: int, duration: float, never_reading: bool) -> tuple[list[f
     def read() -> None:
         for item in listener:
             if isinstance(item, NotificationReceived):
-                params = item.notification.params or {}
-                latencies.append(time.monotonic() - float(params["at"]))
+                take(item.notification)
             elif isinstance(item, StreamOpened):
                 opened.set()
 
     threading.Thread(target=read, daemon=True).start()
     assert opened.wait(10), "the reader did not get a path"
+    return listener
+
+
+def latency_run(rate: int, duration: float, never_reading: bool) -> tuple[list[float], int, int]:
+    """The reader's latencies, what it received and what was written, in one scene."""
+    serve, url = start_serve()
+    assert serve.stdin is not None
+    threading.Thread(target=lambda: list(serve.stderr or ()), daemon=True).start()
+    latencies: list[float] = []
+
+    def take(notification: Notification) -> None:
+        params = notification.params or {}
+        latencies.append(time.monotonic() - float(params["at"]))
+
+    listener = read_in_background(url, take)
     other = Stalled(url) if never_reading else None
     time.sleep(0.2)
     total = int(rate * duration)
@@ -209,38 +236,16 @@ def main() -> None:
     if args.duration is None:
         args.duration = 20.0
 
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "diverge_notifications", "serve", "--stdin", "--port", "0",
-         "--stall-timeout", str(args.stall_timeout)],
-        stdin=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )  # fmt: skip
-    assert serve.stdin is not None and serve.stderr is not None
-    first = serve.stderr.readline().decode()
-    url = first.split("serving on ", 1)[1].strip()
+    serve, url = start_serve("--stall-timeout", str(args.stall_timeout))
     errors: list[bytes] = []
     threading.Thread(target=lambda: errors.extend(serve.stderr or ()), daemon=True).start()
     time.sleep(0.5)
     baseline = rss(serve.pid)
 
     received: list[int] = []
-    listener = blocking.listen(
-        url, events=True, policy=ProxyPolicy(require_exchange=False, backoff=Backoff(base=0.05))
+    listener = read_in_background(
+        url, lambda notification: received.append(int((notification.params or {})["progress"]))
     )
-    opened = threading.Event()
-
-    def read() -> None:
-        for item in listener:
-            if isinstance(item, NotificationReceived):
-                params = item.notification.params or {}
-                received.append(int(params["progress"]))
-            elif isinstance(item, StreamOpened):
-                opened.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    assert opened.wait(10), "the ordinary listener did not get a path"
     stalled = [Stalled(url) for _ in range(args.stalled)]
     stop = threading.Event()
     watcher = threading.Thread(target=watch, args=(stalled, stop), daemon=True)
